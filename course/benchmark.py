@@ -1,0 +1,154 @@
+"""Shared benchmark helpers for the stages' `bench.py` scripts.
+
+This machine (and CI) is shared and noisy, so a benchmark compares implementations in ONE
+run and reports ratios. `measure` warms up, repeats, and keeps the median; `Report`
+collects rows, prints an aligned table, and writes JSON (and, if asked, a PNG plot).
+
+    from course.benchmark import measure, Report, bench_args
+    args = bench_args("Stage 01: one training step")
+    rep = Report("01_autograd", args)
+    t_ours = measure(step_ours, repeat=args.repeat)
+    t_torch = measure(step_torch, repeat=args.repeat)
+    rep.add("train step, MLP 784-256-256-10", ours=t_ours, torch=t_torch)
+    rep.finish()
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+
+def bench_args(description: str, argv: list[str] | None = None,
+               extra: Callable[[argparse.ArgumentParser], None] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=description)
+    p.add_argument("--repeat", type=int, default=7, help="timed repeats per measurement (median kept)")
+    p.add_argument("--warmup", type=int, default=2, help="untimed runs before timing")
+    p.add_argument("--threads", type=int, default=int(os.environ.get("COURSE_BENCH_THREADS", "2")),
+                   help="torch/BLAS threads for every implementation (stated in the report)")
+    p.add_argument("--quick", action="store_true", help="small sizes and few repeats (a smoke run)")
+    p.add_argument("--json", default=None, metavar="FILE", help="write the results as JSON")
+    p.add_argument("--plot", default=None, metavar="FILE", help="write a PNG plot of the results")
+    if extra:
+        extra(p)
+    args = p.parse_args(argv)
+    if args.quick:
+        args.repeat = min(args.repeat, 3)
+        args.warmup = min(args.warmup, 1)
+    set_threads(args.threads)
+    return args
+
+
+def set_threads(n: int) -> None:
+    """Use n threads in torch (if installed) so that every implementation gets the same."""
+    try:
+        import torch
+
+        torch.set_num_threads(n)
+    except ImportError:
+        pass
+
+
+@dataclass
+class Timing:
+    median: float  # seconds
+    times: list[float] = field(default_factory=list)
+
+    @property
+    def spread(self) -> float:
+        """(max - min) / median over the repeats: how noisy this measurement was."""
+        return (max(self.times) - min(self.times)) / self.median if self.median > 0 else 0.0
+
+
+def measure(fn: Callable[[], object], repeat: int = 7, warmup: int = 2, number: int = 1) -> Timing:
+    """Median wall time of `number` calls of fn, over `repeat` timed runs after `warmup` runs."""
+    if repeat < 1 or number < 1 or warmup < 0:
+        raise ValueError(f"repeat and number must be >= 1 and warmup >= 0, got {repeat}, {number}, {warmup}")
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        for _ in range(number):
+            fn()
+        times.append((time.perf_counter() - t0) / number)
+    return Timing(statistics.median(times), times)
+
+
+def fmt_seconds(s: float) -> str:
+    if s >= 1:
+        return f"{s:.2f} s"
+    if s >= 1e-3:
+        return f"{s * 1e3:.2f} ms"
+    return f"{s * 1e6:.1f} µs"
+
+
+class Report:
+    """Rows of named values, printed as a table and saved as JSON."""
+
+    def __init__(self, stage: str, args: argparse.Namespace | None = None, title: str = ""):
+        self.stage = stage
+        self.args = args
+        self.title = title
+        self.rows: list[dict] = []
+        self.started = time.time()
+
+    def add(self, name: str, **values) -> dict:
+        row = {"name": name}
+        for k, v in values.items():
+            row[k] = v.median if isinstance(v, Timing) else v
+        self.rows.append(row)
+        return row
+
+    def environment(self) -> dict:
+        env = {"python": platform.python_version(), "machine": platform.machine(),
+               "cpus": os.cpu_count(), "argv": " ".join(sys.argv)}
+        try:
+            import torch
+
+            env["torch"] = torch.__version__
+            env["torch_threads"] = torch.get_num_threads()
+        except ImportError:
+            pass
+        return env
+
+    def table(self) -> str:
+        cols: list[str] = []
+        for r in self.rows:
+            for k in r:
+                if k not in cols:
+                    cols.append(k)
+
+        def cell(v) -> str:
+            if isinstance(v, float):
+                return f"{v:.4g}"
+            return "" if v is None else str(v)
+
+        data = [[cell(r.get(c)) for c in cols] for r in self.rows]
+        widths = [max([len(c)] + [len(row[i]) for row in data]) for i, c in enumerate(cols)]
+        lines = ["  ".join(c.ljust(w) for c, w in zip(cols, widths)),
+                 "  ".join("-" * w for w in widths)]
+        lines += ["  ".join(v.ljust(w) if i == 0 else v.rjust(w) for i, (v, w) in enumerate(zip(row, widths)))
+                  for row in data]
+        return "\n".join(lines)
+
+    def finish(self) -> dict:
+        env = self.environment()
+        head = f"{self.stage}: {self.title}" if self.title else self.stage
+        print(f"\n{head}\n" + "=" * len(head))
+        print(f"python {env['python']}, torch {env.get('torch', '-')}, threads {env.get('torch_threads', '-')}, "
+              f"{env['cpus']} cpus; command: {env['argv']}\n")
+        print(self.table())
+        out = {"stage": self.stage, "title": self.title, "environment": env, "rows": self.rows}
+        if self.args is not None and getattr(self.args, "json", None):
+            with open(self.args.json, "w", encoding="utf-8") as f:
+                json.dump(out, f, indent=1)
+            print(f"\nwrote {self.args.json}")
+        return out
