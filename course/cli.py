@@ -1,16 +1,54 @@
-"""`course` command line (work in progress)."""
+"""The `course` command: the learner's, the instructor's and the maintainer's entry point.
+
+    course status                      progress over every stage, and what to do next
+    course check 01                    run stage 01's tests, one line per exercise
+    course grade [--stages 01,02] [--hidden DIR] [--json results.json] [--summary out.md]
+    course demo [--stages 01]          run the reference stack end to end
+    course bench 01 [-- ARGS]          run a stage's benchmark
+    course stubs --write | --check     generate / verify the learner's stubs
+    course doctor                      what this machine has (Python, torch, CUDA, Triton, kernel)
+"""
+
 from __future__ import annotations
 
 import argparse
+import importlib
+import os
+import platform
+import shutil
+import subprocess
 import sys
+import time
 
+from course import manifest
+from course.loader import IMPLS, current_impl, load, root, set_impl
+
+SYMBOL = {"done": "✔", "failing": "✘", "partial": "◐", "started": "…", "TODO": "·", "missing": "?",
+          "error": "!"}
+
+
+def _stages(arg: str | None) -> list[manifest.Stage]:
+    if not arg:
+        return list(manifest.STAGES)
+    return [manifest.stage(k) for k in arg.replace(" ", ",").split(",") if k]
+
+
+def _short(text: str, n: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+# ---- stubs ------------------------------------------------------------------------------
 
 def cmd_stubs(args) -> int:
     from course import stubs
 
     if args.write:
-        for p in stubs.write_all(args.stage):
-            print(f"wrote {p}")
+        written = stubs.write_all(args.stage)
+        for p in written:
+            print(f"wrote {p.relative_to(root())}")
+        if not written:
+            print("stubs: already up to date")
         return 0
     problems = stubs.check_all(args.stage)
     for p in problems:
@@ -20,17 +58,244 @@ def cmd_stubs(args) -> int:
     return 1 if problems else 0
 
 
-def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="course")
-    sub = p.add_subparsers(dest="cmd", required=True)
-    s = sub.add_parser("stubs")
+# ---- check ------------------------------------------------------------------------------
+
+def cmd_check(args) -> int:
+    from course import grading, progress
+
+    st = manifest.stage(args.stage)
+    impl = args.impl or current_impl()
+    print(f"Stage {st.number} — {st.title} ({impl}); running {st.folder}/tests ...", flush=True)
+    t0 = time.perf_counter()
+    env_record = os.environ.pop("COURSE_NO_RECORD", None)
+    run = grading.run_pytest([grading.stage_test_dir(st)], impl, timeout=args.timeout)
+    if env_record is not None:
+        os.environ["COURSE_NO_RECORD"] = env_record
+    if impl == "student":
+        progress.record(run.results)
+    entries = grading.grade_stage(st, run)
+    for e in entries:
+        print(f" {SYMBOL.get(e.state, ' ')} {_short(e.name, 44):<44} {e.state:>8}  {e.score:g}/{e.max_score:g}")
+        if e.state != "done":
+            first = e.output.split("First problem: ", 1)[-1]
+            print(f"     {_short(first, 150)}")
+    for err in run.errors:
+        print(f" ! {_short(err, 200)}")
+    done = sum(e.state == "done" for e in entries)
+    print(f"{done}/{len(entries)} exercises done in {time.perf_counter() - t0:.0f} s. "
+          f"Full output: pytest --impl {impl} {st.folder}")
+    return 0 if done == len(entries) and not run.errors else 1
+
+
+# ---- status -----------------------------------------------------------------------------
+
+def cmd_status(args) -> int:
+    from course import progress
+
+    rows = progress.status()
+    print(f"{'stage':<28} {'done':>7} {'points':>9}  next")
+    print("-" * 78)
+    nxt = None
+    total_pts = got_pts = 0
+    for st in manifest.STAGES:
+        mine = [r for r in rows if r.stage is st]
+        done = [r for r in mine if r.state == "done"]
+        pts = sum(r.exercise.points for r in mine)
+        got = sum(r.exercise.points for r in done)
+        total_pts, got_pts = total_pts + pts, got_pts + got
+        todo = next((r for r in mine if r.state != "done"), None)
+        if todo and nxt is None:
+            nxt = todo
+        marks = "".join(SYMBOL.get(r.state, "?") for r in mine)
+        nexts = f"{todo.exercise.id} {todo.exercise.title}" if todo else "complete"
+        print(f"{_short(st.number + ' ' + st.title, 28):<28} {len(done):>3}/{len(mine):<3} {got:>4}/{pts:<4}  "
+              f"{_short(nexts, 32)}")
+        if args.verbose:
+            for r in mine:
+                print(f"    {SYMBOL.get(r.state, '?')} {r.exercise.id:<5} {_short(r.exercise.title, 40):<40} "
+                      f"{r.state}")
+    print("-" * 78)
+    print(f"{'total':<28} {'':>7} {got_pts:>4}/{total_pts:<4}")
+    if nxt is not None:
+        print(f"\nNext: exercise {nxt.exercise.id} \"{nxt.exercise.title}\" ({nxt.state}) — "
+              f"open {nxt.stage.notebook},\n      fill in {nxt.stage.folder}/{nxt.stage.module}.py, "
+              f"then run `course check {nxt.stage.number}`.")
+        if nxt.message:
+            print(f"      Last run: {_short(nxt.message, 140)}")
+    else:
+        print("\nEvery exercise is done.")
+    print("Legend: ✔ done  ✘ failing  … changed since the last check  · TODO")
+    return 0
+
+
+# ---- grade ------------------------------------------------------------------------------
+
+def cmd_grade(args) -> int:
+    import json
+    from pathlib import Path
+
+    from course import grading
+
+    stages = _stages(args.stages)
+    hidden = Path(args.hidden) if args.hidden else None
+    if hidden is not None and not hidden.is_dir():
+        print(f"course grade: --hidden {hidden} is not a folder", file=sys.stderr)
+        return 2
+    impl = args.impl or "student"
+    entries = grading.grade(stages, impl=impl, hidden=hidden, timeout=args.timeout,
+                            progress=lambda m: print(m, file=sys.stderr, flush=True))
+    print(grading.console_table(entries))
+    if args.json:
+        Path(args.json).write_text(json.dumps(grading.gradescope_json(entries), indent=1), encoding="utf-8")
+        print(f"wrote {args.json}")
+    if args.summary:
+        Path(args.summary).write_text(grading.markdown_summary(entries), encoding="utf-8")
+        print(f"wrote {args.summary}")
+    return 0
+
+
+# ---- demo and bench ---------------------------------------------------------------------
+
+def cmd_demo(args) -> int:
+    ran = 0
+    for st in _stages(args.stages):
+        if not (root() / "solutions" / f"{st.module}.py").exists():
+            continue
+        print(f"\n=== Stage {st.number}: {st.title} " + "=" * max(3, 60 - len(st.title)), flush=True)
+        t0 = time.perf_counter()
+        mod = load(st.module, impl="solution")
+        if not hasattr(mod, "demo"):
+            print(f"(stage {st.number} has no demo)")
+            continue
+        mod.demo()
+        ran += 1
+        print(f"--- stage {st.number} demo took {time.perf_counter() - t0:.1f} s", flush=True)
+    print(f"\ncourse demo: {ran} stage(s) ran.")
+    return 0 if ran else 1
+
+
+def cmd_bench(args) -> int:
+    st = manifest.stage(args.stage)
+    script = root() / st.folder / "bench.py"
+    if not script.exists():
+        print(f"{script} does not exist", file=sys.stderr)
+        return 2
+    return subprocess.call([sys.executable, str(script), *args.rest], cwd=root())
+
+
+# ---- doctor -----------------------------------------------------------------------------
+
+def cmd_doctor(args) -> int:
+    ok = True
+
+    def line(name: str, value: str, good: bool = True) -> None:
+        print(f" {'✔' if good else '✘'} {name:<16} {value}")
+
+    print("course doctor")
+    line("python", f"{platform.python_version()} ({sys.executable})", sys.version_info >= (3, 10))
+    line("course root", str(root()))
+    line("impl", f"{current_impl()} (set by --impl or COURSE_IMPL)")
+    for mod in ("numpy", "torch", "matplotlib", "datasketch", "tqdm", "transformers", "pytest", "nbval",
+                "hypothesis"):
+        try:
+            m = importlib.import_module(mod)
+            line(mod, getattr(m, "__version__", "installed"))
+        except Exception as e:  # a broken install is as informative as a missing one
+            ok = False
+            line(mod, f"missing ({type(e).__name__})", False)
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            line("CUDA", f"{torch.version.cuda}, {torch.cuda.get_device_name(0)}")
+        else:
+            line("CUDA", "not available: gpu-marked tests skip; Triton kernels run with TRITON_INTERPRET=1")
+        line("torch threads", str(torch.get_num_threads()))
+    except Exception:
+        pass
+    try:
+        import triton
+
+        line("triton", triton.__version__)
+    except Exception:
+        line("triton", "not installed (only the GPU stages need it)")
+    try:
+        from jupyter_client.kernelspec import KernelSpecManager
+
+        specs = KernelSpecManager().find_kernel_specs()
+        line("notebook kernel", ", ".join(sorted(specs)) or "none", bool(specs))
+        ok &= bool(specs)
+    except Exception as e:
+        ok = False
+        line("notebook kernel", f"jupyter_client missing ({e})", False)
+    from pathlib import Path
+
+    jup = shutil.which("jupyter") or shutil.which("jupyter", path=str(Path(sys.executable).parent))
+    line("jupyter", jup or "not installed (pip install jupyterlab)", bool(jup))
+    ok &= bool(jup)
+    stages = [st for st in manifest.STAGES if (root() / st.folder).is_dir()]
+    line("stages", " ".join(st.number for st in stages))
+    return 0 if ok else 1
+
+
+# ---- main -------------------------------------------------------------------------------
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="course", description="AI Engineering from Scratch: the course harness.")
+    p.add_argument("--impl", choices=IMPLS, default=None, help="student (default) or solution")
+    sub = p.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
+
+    s = sub.add_parser("status", help="progress over every stage and the next exercise")
+    s.add_argument("-v", "--verbose", action="store_true", help="one line per exercise")
+    s.set_defaults(fn=cmd_status)
+
+    s = sub.add_parser("check", help="run one stage's tests, one line per exercise")
+    s.add_argument("stage", help="stage number, e.g. 01")
+    s.add_argument("--timeout", type=int, default=60, help="seconds per test (default 60)")
+    s.add_argument("--impl", choices=IMPLS, default=argparse.SUPPRESS, help="student (default) or solution")
+    s.set_defaults(fn=cmd_check)
+
+    s = sub.add_parser("grade", help="grade the learner's code (Gradescope results.json, Markdown summary)")
+    s.add_argument("--stages", default=None, help="comma-separated stage numbers (default: all)")
+    s.add_argument("--hidden", default=None, metavar="DIR", help="an instructor's extra tests")
+    s.add_argument("--json", default=None, metavar="FILE", help="write Gradescope results.json")
+    s.add_argument("--summary", default=None, metavar="FILE", help="write a Markdown summary")
+    s.add_argument("--timeout", type=int, default=60, help="seconds per test (default 60)")
+    s.add_argument("--impl", choices=IMPLS, default=argparse.SUPPRESS,
+                   help="grade the learner's code (student, the default) or the reference (solution)")
+    s.set_defaults(fn=cmd_grade)
+
+    s = sub.add_parser("demo", help="run every stage of the reference stack end to end")
+    s.add_argument("--stages", default=None, help="comma-separated stage numbers (default: all)")
+    s.set_defaults(fn=cmd_demo)
+
+    s = sub.add_parser("bench", help="run a stage's benchmark (arguments after the stage go to bench.py)")
+    s.add_argument("stage")
+    s.add_argument("rest", nargs=argparse.REMAINDER)
+    s.set_defaults(fn=cmd_bench)
+
+    s = sub.add_parser("stubs", help="generate (--write) or verify (--check) the learner's stubs")
     g = s.add_mutually_exclusive_group(required=True)
     g.add_argument("--write", action="store_true")
     g.add_argument("--check", action="store_true")
     s.add_argument("--stage", action="append", help="only this stage (repeatable)")
     s.set_defaults(fn=cmd_stubs)
-    args = p.parse_args(argv)
-    return args.fn(args)
+
+    s = sub.add_parser("doctor", help="what this machine has: Python, torch, CUDA, Triton, notebook kernel")
+    s.set_defaults(fn=cmd_doctor)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.impl:
+        set_impl(args.impl)
+    try:
+        return args.fn(args)
+    except (KeyError, ValueError, FileNotFoundError) as e:
+        msg = e.args[0] if e.args else str(e)
+        print(f"course {args.cmd}: {msg}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ import pytest
 from course import loader
 
 _RESULTS_KEY = pytest.StashKey[list]()
+_ERRORS_KEY = pytest.StashKey[list]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -40,13 +41,35 @@ def pytest_configure(config: pytest.Config) -> None:
     if impl:
         loader.set_impl(impl)
     config.stash[_RESULTS_KEY] = []
+    config.stash[_ERRORS_KEY] = []
 
 
 def pytest_report_header(config: pytest.Config) -> str:
     return f"course: impl={loader.current_impl()} root={loader.root()}"
 
 
+def _in_stage_tests(item: pytest.Item) -> bool:
+    """Is this test one of the course's own stage tests (NN_stage/tests/...)?"""
+    try:
+        rel = Path(str(item.path)).resolve().relative_to(loader.root())
+    except ValueError:
+        return False
+    return len(rel.parts) >= 3 and rel.parts[0][:2].isdigit() and rel.parts[1] == "tests"
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    from course import manifest
+
+    for item in items:
+        ex = exercise_of(item)
+        if ex is not None:
+            try:
+                manifest.exercise(ex)
+            except KeyError:
+                raise pytest.UsageError(f"{item.nodeid}: exercise {ex!r} is not in course/manifest.py") from None
+        elif _in_stage_tests(item) and item.get_closest_marker("given") is None:
+            raise pytest.UsageError(
+                f"{item.nodeid}: a stage test needs @pytest.mark.exercise(\"N.M\") or @pytest.mark.given")
     has_cuda = None
     for item in items:
         if item.get_closest_marker("gpu") is None:
@@ -69,6 +92,31 @@ def exercise_of(item: pytest.Item) -> str | None:
     if not m.args or not isinstance(m.args[0], str):
         raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.exercise needs an id like \"1.3\"")
     return m.args[0]
+
+
+def _error_line(text: str) -> str:
+    """The most telling line of a long error report (the last `E   ...` line)."""
+    lines = [ln[1:].strip() for ln in text.splitlines() if ln.startswith("E ")]
+    if lines:
+        return lines[-1][:300]
+    rest = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
+    return rest[-1][:300] if rest else "error"
+
+
+def pytest_collectreport(report: pytest.CollectReport) -> None:
+    if report.failed:
+        if _current_config is not None:
+            _current_config.stash[_ERRORS_KEY].append(
+                f"could not collect {report.nodeid}: {_error_line(report.longreprtext)}")
+
+
+_current_config: pytest.Config | None = None
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionstart(session: pytest.Session) -> None:
+    global _current_config
+    _current_config = session.config
 
 
 def _todo_message(excinfo) -> str | None:
@@ -106,9 +154,11 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
         except pytest.UsageError:
             ex = None
         todo = next((v for k, v in report.user_properties if k == "todo"), None)
+        m = item.get_closest_marker("exercise")
         item.config.stash[_RESULTS_KEY].append({
             "nodeid": item.nodeid,
             "exercise": ex,
+            "points": (m.kwargs.get("points") if m is not None else None),
             "given": item.get_closest_marker("given") is not None,
             "outcome": report.outcome,  # passed / failed / skipped
             "todo": todo,
@@ -127,6 +177,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             "time": time.time(),
             "exitstatus": int(exitstatus),
             "results": results,
+            "errors": session.config.stash.get(_ERRORS_KEY, []),
         }, indent=1), encoding="utf-8")
     # Remember the learner's latest results for `course status` (never for the solution runs).
     if loader.current_impl() == "student" and results and not os.environ.get("COURSE_NO_RECORD"):

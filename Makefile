@@ -1,0 +1,26 @@
+# Two commands a fresh machine needs (each installs what it needs into .venv):
+#   make demo   run the reference stack end to end (`course demo`)
+#   make test   the maintainer's suite: every stage against the solutions, stubs in sync and
+#               failing, notebooks, grading (what .ci/run runs)
+PYTHON ?= python3
+VENV   ?= .venv
+BIN     = $(VENV)/bin
+
+.PHONY: demo test install clean-venv
+
+$(BIN)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	touch $@
+
+install: $(BIN)/.installed
+
+demo: $(BIN)/.installed
+	$(BIN)/course demo
+
+test: $(BIN)/.installed
+	$(BIN)/course stubs --check
+	COURSE_IMPL=solution $(BIN)/python -m pytest --impl solution tests [0-9][0-9]_*/tests
+
+clean-venv:
+	rm -rf $(VENV)

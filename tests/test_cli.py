@@ -1,0 +1,79 @@
+"""The learner's and maintainer's commands print what they promise."""
+from __future__ import annotations
+
+import shlex
+import sys
+
+import pytest
+import yaml
+
+from course import cli, manifest
+from tests.helpers import ROOT, existing_stages, run
+
+
+def test_status_is_fast_and_fits_80_columns():
+    proc = run([sys.executable, "-m", "course", "status", "-v"], impl="student", timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert all(len(line) <= 80 for line in lines), [line for line in lines if len(line) > 80]
+    for st in existing_stages():
+        assert any(line.startswith(st.number) for line in lines)
+    assert "Next: exercise" in proc.stdout or "Every exercise is done" in proc.stdout
+
+
+def test_check_prints_one_line_per_exercise():
+    st = existing_stages()[0]
+    proc = run([sys.executable, "-m", "course", "check", st.number, "--impl", "solution"], timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    for ex in st.exercises:
+        assert any(ex.id in line and "done" in line for line in proc.stdout.splitlines()), ex.id
+    assert f"{len(st.exercises)}/{len(st.exercises)} exercises done" in proc.stdout
+
+
+def test_check_on_the_stub_shows_todos():
+    st = existing_stages()[0]
+    proc = run([sys.executable, "-m", "course", "check", st.number], impl="student", timeout=300)
+    assert proc.returncode == 1
+    assert proc.stdout.count("TODO") >= len(st.exercises)
+
+
+def test_doctor_reports_the_machine():
+    proc = run([sys.executable, "-m", "course", "doctor"], timeout=120)
+    for what in ("python", "torch", "CUDA", "triton", "notebook kernel"):
+        assert what in proc.stdout
+
+
+def test_bad_stage_is_a_clear_error():
+    proc = run([sys.executable, "-m", "course", "check", "42"], timeout=60)
+    assert proc.returncode == 2 and "no stage '42'" in proc.stderr
+
+
+def test_grade_workflow_runs_commands_that_exist():
+    wf = yaml.safe_load((ROOT / ".github/workflows/grade.yml").read_text())
+    steps = wf["jobs"]["grade"]["steps"]
+    runs = "\n".join(s.get("run", "") for s in steps)
+    assert 'pip install -e ".[dev]"' in runs
+    grade_lines = [ln.strip() for ln in runs.splitlines() if ln.strip().startswith("course grade")]
+    assert grade_lines, "the workflow never runs course grade"
+    for ln in grade_lines:
+        argv = shlex.split(ln.replace("$hidden", "--hidden hidden_tests"))[1:]
+        args = cli.build_parser().parse_args(argv)  # exits (fails the test) on an unknown option
+        assert args.cmd == "grade" and args.json == "results.json" and args.summary == "summary.md"
+    assert "GITHUB_STEP_SUMMARY" in runs
+    assert any("upload-artifact" in s.get("uses", "") and s["with"]["path"] == "results.json" for s in steps)
+
+
+def test_readme_and_ci_run_the_same_test_command():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    ci = (ROOT / ".ci/run").read_text(encoding="utf-8")
+    last = [ln.strip() for ln in ci.splitlines() if ln.strip() and not ln.lstrip().startswith(("#", "set ", "cd "))][-1]
+    assert last in readme, f".ci/run runs {last!r}, which the README does not give"
+    for st in existing_stages():
+        assert st.folder in readme, f"the README does not list stage {st.folder}"
+
+
+@pytest.mark.parametrize("st", [pytest.param(s, id=s.folder) for s in existing_stages()])
+def test_stage_has_a_demo(st: manifest.Stage):
+    import course
+
+    assert callable(getattr(course.load(st.module, impl="solution"), "demo", None))

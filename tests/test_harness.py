@@ -1,0 +1,96 @@
+"""Unit tests of the harness itself: the stub generator, the loader, the manifest."""
+from __future__ import annotations
+
+import ast
+import re
+
+import pytest
+
+import course
+from course import loader, manifest, stubs
+
+SOLUTION = '''"""A module."""
+import math
+
+
+def area(r):
+    """Area of a circle."""
+    # BEGIN SOLUTION 1.1
+    return math.pi * r * r
+    # END SOLUTION
+
+
+class Shape:
+    def grow(self, k):
+        # BEGIN SOLUTION 1.2
+        self.k = k
+        return self
+        # END SOLUTION
+'''
+
+
+def _first_two_exercises():
+    st = manifest.STAGES[0]
+    if len(st.exercises) < 2:
+        pytest.skip("needs a stage with two exercises")
+    return st, st.exercises[0], st.exercises[1]
+
+
+def test_make_stub_replaces_regions_and_keeps_given_code():
+    st, e1, e2 = _first_two_exercises()
+    src = SOLUTION.replace("1.1", e1.id).replace("1.2", e2.id)
+    out = stubs.make_stub(src, st.module)
+    ast.parse(out)
+    assert "math.pi" not in out and "self.k = k" not in out
+    assert f"NotImplementedError('Exercise {e1.id}: {e1.title} — see {st.folder}.ipynb')" in out
+    assert '"""Area of a circle."""' in out and "class Shape:" in out and "import math" in out
+    # the raise sits at the marker's indentation
+    assert re.search(r"^        raise NotImplementedError\('Exercise " + re.escape(e2.id), out, re.M)
+    assert out.startswith("# This file is GENERATED")
+
+
+@pytest.mark.parametrize("bad, why", [
+    ("# BEGIN SOLUTION 1.1\nx = 1\n", "never closed"),
+    ("x = 1\n# END SOLUTION\n", "without BEGIN"),
+    ("# BEGIN SOLUTION 1.1\n# BEGIN SOLUTION 1.1\n# END SOLUTION\n", "inside the region"),
+    ("# BEGIN SOLUTION one\n# END SOLUTION\n", "malformed marker"),
+    ("# BEGIN SOLUTION 99.1\nx = 1\n# END SOLUTION\n", "no exercise"),
+])
+def test_malformed_markers_are_clear_errors(bad, why):
+    with pytest.raises(stubs.MarkerError, match=why):
+        stubs.make_stub(bad, manifest.STAGES[0].module)
+
+
+def test_manifest_ids_are_unique_and_numbered_by_stage():
+    seen = set()
+    for st in manifest.STAGES:
+        assert st.folder == f"{st.number}_{st.folder.split('_', 1)[1]}"
+        for ex in st.exercises:
+            assert re.fullmatch(r"\d+\.\d+", ex.id), ex.id
+            assert int(ex.id.split(".")[0]) == int(st.number), (st.number, ex.id)
+            assert ex.id not in seen, f"duplicate exercise id {ex.id}"
+            assert ex.points > 0 and ex.title.strip()
+            seen.add(ex.id)
+    assert manifest.stage("1") is manifest.stage("01") is manifest.STAGES[0]
+    with pytest.raises(KeyError, match="no stage"):
+        manifest.stage("99")
+
+
+def test_impl_selection_and_bad_impl(monkeypatch):
+    monkeypatch.setattr(loader, "_forced_impl", None)
+    monkeypatch.setenv("COURSE_IMPL", "solution")
+    assert loader.current_impl() == "solution"
+    monkeypatch.setenv("COURSE_IMPL", "teacher")
+    with pytest.raises(ValueError, match="impl must be one of"):
+        loader.current_impl()
+    monkeypatch.delenv("COURSE_IMPL")
+    assert loader.current_impl() == "student"
+
+
+def test_student_module_loads_under_a_private_name():
+    st = manifest.STAGES[0]
+    mod = course.load(st.module, impl="student")
+    assert mod.__name__ == f"course_student.{st.module}"
+    assert mod.__file__ == str(loader.student_path(st.module))
+    sol = course.load(st.module, impl="solution")
+    assert sol.__name__ == f"solutions.{st.module}" and sol is not mod
