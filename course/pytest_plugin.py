@@ -119,6 +119,25 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     _current_config = session.config
 
 
+class TodoRepr:
+    """A one-line failure report for an unfilled exercise (shown in the summary line too)."""
+
+    def __init__(self, message: str, path: str, lineno: int):
+        self.message = message
+        self.reprcrash = _Crash(path, lineno, message)
+
+    def toterminal(self, tw) -> None:
+        tw.line(self.message, red=True, bold=True)
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class _Crash:
+    def __init__(self, path: str, lineno: int, message: str):
+        self.path, self.lineno, self.message = path, lineno, message
+
+
 def _todo_message(excinfo) -> str | None:
     """The stub's message if this failure is an unfilled exercise, else None."""
     seen = set()
@@ -146,7 +165,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     if report.failed and call.excinfo is not None:
         msg = _todo_message(call.excinfo)
         if msg is not None:
-            report.longrepr = f"TODO: {msg}"
+            path, lineno, _ = item.location
+            report.longrepr = TodoRepr(f"TODO: {msg}", path, (lineno or 0) + 1)
             report.user_properties.append(("todo", msg))
     if report.when == "call" or (report.when == "setup" and not report.passed):
         try:
