@@ -139,14 +139,20 @@ class _Crash:
 
 
 def _todo_message(excinfo) -> str | None:
-    """The stub's message if this failure is an unfilled exercise, else None."""
+    """The stub's message if this failure is an unfilled exercise, else None.
+
+    Looks through chained exceptions and exception groups (Hypothesis raises a group when
+    it finds several distinct failures)."""
+    todo = [excinfo.value] if excinfo is not None else []
     seen = set()
-    exc = excinfo.value if excinfo is not None else None
-    while exc is not None and id(exc) not in seen:
+    while todo:
+        exc = todo.pop(0)
+        if exc is None or id(exc) in seen:
+            continue
         seen.add(id(exc))
         if isinstance(exc, NotImplementedError) and str(exc).startswith("Exercise "):
             return str(exc)
-        exc = exc.__cause__ or exc.__context__
+        todo += [exc.__cause__, exc.__context__, *getattr(exc, "exceptions", ())]
     return None
 
 
