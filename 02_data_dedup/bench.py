@@ -1,0 +1,206 @@
+"""Stage 02 benchmark: this MinHash and LSH against datasketch, and the whole pipeline.
+
+    python 02_data_dedup/bench.py [--quick] [--json FILE] [--plot FILE]
+
+On the same documents (the standard-library corpus after normalisation, quality filters
+and exact dedup; a subset with --quick) and the same shingles (word 5-grams), in one run:
+
+1. MinHash signatures per second, num_perm=128, three ways, each against datasketch doing
+   the same work: from the documents (ours shingles and hashes inside `signatures`;
+   datasketch gets `word_shingles` + `MinHash.bulk`), from the same shingle strings
+   (`MinHash.bulk` hashes each with SHA-1), and from the same 32-bit shingle hashes
+   (`MinHash.bulk` with an identity `hashfunc`: only the permutations left to do).
+2. Estimation accuracy of both on the same pairs: every pair either LSH (threshold 0.3)
+   proposes, with its exact Jaccard; mean absolute error against the predicted
+   sqrt(J(1-J)/128) spread.
+3. LSH build + query at the pipeline's threshold and weights: `candidate_pairs` on all
+   signatures at once vs `MinHashLSH` insert + query of every document.
+4. The whole pipeline (`run_pipeline`, JSONL in, splits out) in documents per second.
+
+Timings interleave the implementations (one run of each in turn) and keep medians; CPU
+work is single-threaded on both sides (NumPy element-wise loops and datasketch's Python
+loop use one core). The implementation measured is `course.load("dedup")`: the learner's,
+or the reference with COURSE_IMPL=solution.
+"""
+
+from __future__ import annotations
+
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+from datasketch import MinHash, MinHashLSH
+from datasketch.lean_minhash import LeanMinHash
+
+import course
+from course.benchmark import Report, Timing, bench_args
+
+dd = course.load("dedup")
+NUM_PERM = 128
+QUICK_PACKAGES = ["encodings", "email", "json", "asyncio", "importlib", "pydoc_data"]
+
+
+def interleaved(fns: dict, repeat: int, warmup: int) -> dict[str, Timing]:
+    """Median wall time of each function, timing them in turn so that load hits all alike."""
+    for fn in fns.values():
+        for _ in range(warmup):
+            fn()
+    times: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in range(repeat):
+        for name, fn in fns.items():
+            t0 = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - t0)
+    return {name: Timing(statistics.median(ts), ts) for name, ts in times.items()}
+
+
+def clean_documents(records: list[dict]) -> list[str]:
+    """The texts the near-duplicate stage sees: normalised, filtered, exact duplicates gone."""
+    seen, texts = dd.ExactDeduper(), []
+    for rec in records:
+        text = dd.normalize_text(rec["text"])
+        if dd.quality_reason(text) is None and seen.add(rec["id"], text) is None:
+            texts.append(text)
+    return texts
+
+
+def datasketch_signatures(sketches: list[MinHash]) -> np.ndarray:
+    return np.stack([m.hashvalues for m in sketches])
+
+
+def accuracy_pairs(texts_sets: list[set], ours: np.ndarray, theirs: np.ndarray) -> dict:
+    """Pairs either implementation's LSH at threshold 0.3 proposes; errors against exact J."""
+    b, r = dd.lsh_params(0.3, NUM_PERM)
+    pairs = np.unique(np.concatenate([dd.candidate_pairs(ours, b, r), dd.candidate_pairs(theirs, b, r)]), axis=0)
+    exact = np.array([dd.jaccard(texts_sets[i], texts_sets[j]) for i, j in pairs])
+    keep = exact >= 0.1
+    pairs, exact = pairs[keep], exact[keep]
+    est_ours = dd.estimate_jaccard(ours[pairs[:, 0]], ours[pairs[:, 1]])
+    est_theirs = dd.estimate_jaccard(theirs[pairs[:, 0]], theirs[pairs[:, 1]])
+    return {
+        "pairs": len(pairs),
+        "mae_ours": float(np.mean(np.abs(est_ours - exact))),
+        "mae_datasketch": float(np.mean(np.abs(est_theirs - exact))),
+        "mae_predicted": float(np.mean(np.sqrt(exact * (1 - exact) / NUM_PERM)) * np.sqrt(2 / np.pi)),
+        "rmse_ours": float(np.sqrt(np.mean((est_ours - exact) ** 2))),
+        "rmse_datasketch": float(np.sqrt(np.mean((est_theirs - exact) ** 2))),
+    }
+
+
+def main() -> None:
+    args = bench_args("Stage 02: MinHash + LSH vs datasketch, and the dedup pipeline")
+    rep = Report("02_data_dedup", args, title="MinHash / LSH vs datasketch, pipeline throughput")
+    heavy_repeat, heavy_warmup = min(args.repeat, 3), min(args.warmup, 1)
+    print(f"implementation: {course.current_impl()}; NumPy and datasketch single-threaded; "
+          f"num_perm={NUM_PERM}, word 5-gram shingles")
+
+    packages = QUICK_PACKAGES if args.quick else None
+    records = list(dd.iter_corpus(limit=400 if args.quick else None, packages=packages))
+    texts = clean_documents(records)
+    shingle_sets = [dd.word_shingles(t, 5) for t in texts]
+    shingle_bytes = [[s.encode("utf-8") for s in doc] for doc in shingle_sets]
+    hasher = dd.MinHasher(num_perm=NUM_PERM, seed=1, shingle="word", n=5)
+    keys = hasher.shingle_keys(texts)
+    key_lists = [k.tolist() for k in keys]
+    n_docs, n_shingles = len(texts), sum(map(len, shingle_sets))
+    chars = sum(map(len, texts))
+    print(f"corpus: {n_docs} documents, {chars / 1e6:.1f} M characters, {n_shingles / 1e6:.2f} M distinct shingles")
+
+    # 1. signatures, three ways, each against datasketch doing the same work
+    t = interleaved({
+        "ours: documents": lambda: hasher.signatures(texts),
+        "datasketch: word_shingles + bulk": lambda: MinHash.bulk(
+            [[s.encode("utf-8") for s in dd.word_shingles(text, 5)] for text in texts], num_perm=NUM_PERM),
+        "ours: shingle strings": lambda: hasher.signatures(shingle_sets),
+        "datasketch: bulk (SHA-1 each)": lambda: MinHash.bulk(shingle_bytes, num_perm=NUM_PERM),
+        "ours: shingle hashes": lambda: hasher.signatures(keys),
+        "datasketch: bulk, identity hash": lambda: MinHash.bulk(key_lists, num_perm=NUM_PERM, hashfunc=int),
+    }, repeat=heavy_repeat, warmup=heavy_warmup)
+    ratios = {}
+    for ours, theirs in [("ours: documents", "datasketch: word_shingles + bulk"),
+                         ("ours: shingle strings", "datasketch: bulk (SHA-1 each)"),
+                         ("ours: shingle hashes", "datasketch: bulk, identity hash")]:
+        ratios[ours] = t[theirs].median / t[ours].median
+        for name in (ours, theirs):
+            rep.add(f"signatures, {name}", seconds=t[name], docs_per_s=n_docs / t[name].median,
+                    Mshingles_per_s=n_shingles / t[name].median / 1e6,
+                    x_datasketch=ratios[ours] if name == ours else 1.0, spread=t[name].spread)
+    ratios["ours: documents vs datasketch bulk on ready shingles"] = (
+        t["datasketch: bulk (SHA-1 each)"].median / t["ours: documents"].median)
+    rep.add("signatures, ours: documents vs datasketch bulk on ready shingles",
+            x_datasketch=ratios["ours: documents vs datasketch bulk on ready shingles"])
+
+    # 2. accuracy on the same pairs
+    sig_ours = hasher.signatures(texts)
+    sketches = MinHash.bulk(shingle_bytes, num_perm=NUM_PERM)
+    sig_theirs = datasketch_signatures(sketches)
+    acc = accuracy_pairs(shingle_sets, sig_ours, sig_theirs)
+    rep.add(f"accuracy on {acc['pairs']} pairs (J >= 0.1): mean |estimate - J|",
+            ours=acc["mae_ours"], datasketch=acc["mae_datasketch"], predicted=acc["mae_predicted"])
+    rep.add("accuracy: root mean square error", ours=acc["rmse_ours"], datasketch=acc["rmse_datasketch"])
+
+    # 3. LSH build + query at the pipeline's threshold and weights
+    config = dd.PipelineConfig()
+    bands, rows = dd.lsh_params(config.threshold, NUM_PERM, config.lsh_weights)
+    lean = [LeanMinHash(m) for m in sketches]
+    found: dict[str, set] = {}
+
+    def ours_lsh():
+        found["ours"] = {tuple(p) for p in dd.candidate_pairs(sig_ours, bands, rows).tolist()}
+
+    def datasketch_lsh():
+        lsh = MinHashLSH(threshold=config.threshold, num_perm=NUM_PERM, weights=config.lsh_weights)
+        for i, m in enumerate(lean):
+            lsh.insert(i, m)
+        found["datasketch"] = {(min(i, j), max(i, j)) for i, m in enumerate(lean) for j in lsh.query(m) if i != j}
+
+    t = interleaved({"ours": ours_lsh, "datasketch": datasketch_lsh}, repeat=args.repeat, warmup=args.warmup)
+    verified = {name: {p for p in pairs if dd.jaccard(shingle_sets[p[0]], shingle_sets[p[1]]) >= config.threshold}
+                for name, pairs in found.items()}
+    both = len(verified["ours"] & verified["datasketch"]) / max(1, len(verified["ours"] | verified["datasketch"]))
+    ratios["LSH build + query"] = t["datasketch"].median / t["ours"].median
+    for name in ("ours", "datasketch"):
+        rep.add(f"LSH {bands}x{rows} build + query, {name}", seconds=t[name], docs_per_s=n_docs / t[name].median,
+                candidates=len(found[name]), verified=len(verified[name]),
+                x_datasketch=ratios["LSH build + query"] if name == "ours" else 1.0, spread=t[name].spread)
+    rep.add("LSH: verified pairs found by both / by either", overlap=both)
+
+    # 4. the whole pipeline, JSONL in, splits out
+    with tempfile.TemporaryDirectory() as tmp:
+        corpus = Path(tmp) / "corpus.jsonl"
+        dd.build_corpus(corpus, limit=400 if args.quick else None, packages=packages)
+        n_lines = sum(1 for _ in open(corpus, "rb"))
+        size_mb = corpus.stat().st_size / 1e6
+        t = interleaved({"pipeline": lambda: dd.run_pipeline(corpus, Path(tmp) / "out", progress=False)},
+                        repeat=heavy_repeat, warmup=heavy_warmup)
+        rep.add(f"pipeline, {n_lines} documents ({size_mb:.1f} MB JSONL)", seconds=t["pipeline"],
+                docs_per_s=n_lines / t["pipeline"].median, MB_per_s=size_mb / t["pipeline"].median,
+                spread=t["pipeline"].spread)
+    out = rep.finish()
+    print("\nratios (datasketch time / ours): " + ", ".join(f"{k} {v:.1f}x" for k, v in ratios.items()))
+    if args.plot:
+        plot(args.plot, out["rows"])
+
+
+def plot(path: str, rows: list[dict]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    sig_rows = [r for r in rows if r["name"].startswith("signatures,") and "docs_per_s" in r]
+    fig, ax = plt.subplots(figsize=(8, 4))
+    names = [r["name"].removeprefix("signatures, ") for r in sig_rows]
+    colors = ["tab:blue" if n.startswith("ours") else "tab:gray" for n in names]
+    ax.barh(names[::-1], [r["Mshingles_per_s"] for r in sig_rows][::-1], color=colors[::-1])
+    ax.set_xlabel("million shingles per second (more is better)")
+    ax.set_title(f"MinHash, num_perm={NUM_PERM}: ours (blue), datasketch (grey)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()
