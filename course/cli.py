@@ -93,7 +93,7 @@ def cmd_status(args) -> int:
     from course import progress
 
     rows = progress.status()
-    print(f"{'stage':<28} {'done':>7} {'points':>9}  next")
+    print(f"{'stage':<34} {'done':>7} {'points':>9}  next")
     print("-" * 78)
     nxt = None
     total_pts = got_pts = 0
@@ -108,18 +108,18 @@ def cmd_status(args) -> int:
             nxt = todo
         marks = "".join(SYMBOL.get(r.state, "?") for r in mine)
         nexts = f"{todo.exercise.id} {todo.exercise.title}" if todo else "complete"
-        print(f"{_short(st.number + ' ' + st.title, 28):<28} {len(done):>3}/{len(mine):<3} {got:>4}/{pts:<4}  "
-              f"{_short(nexts, 32)}")
+        print(f"{_short(st.number + ' ' + st.title, 34):<34} {len(done):>3}/{len(mine):<3} {got:>4}/{pts:<4}  "
+              f"{_short(nexts, 26)}")
         if args.verbose:
             for r in mine:
                 print(f"    {SYMBOL.get(r.state, '?')} {r.exercise.id:<5} {_short(r.exercise.title, 40):<40} "
                       f"{r.state}")
     print("-" * 78)
-    print(f"{'total':<28} {'':>7} {got_pts:>4}/{total_pts:<4}")
+    print(f"{'total':<34} {'':>7} {got_pts:>4}/{total_pts:<4}")
     if nxt is not None:
-        print(f"\nNext: exercise {nxt.exercise.id} \"{nxt.exercise.title}\" ({nxt.state}) — "
-              f"open {nxt.stage.notebook},\n      fill in {nxt.stage.folder}/{nxt.stage.module}.py, "
-              f"then run `course check {nxt.stage.number}`.")
+        print(f"\nNext: exercise {nxt.exercise.id} \"{_short(nxt.exercise.title, 40)}\" ({nxt.state})\n"
+              f"      read {nxt.stage.notebook}, fill in {nxt.stage.folder}/{nxt.stage.module}.py,\n"
+              f"      then run `course check {nxt.stage.number}`.")
         if nxt.message:
             print(f"      Last run: {_short(nxt.message, 140)}")
     else:
