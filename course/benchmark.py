@@ -47,11 +47,19 @@ def bench_args(description: str, argv: list[str] | None = None,
 
 
 def set_threads(n: int) -> None:
-    """Use n threads in torch (if installed) so that every implementation gets the same."""
+    """Use n threads in torch and in NumPy's BLAS, so that every implementation gets the same."""
+    if n < 1:
+        raise ValueError(f"threads must be >= 1, got {n}")
     try:
         import torch
 
         torch.set_num_threads(n)
+    except ImportError:
+        pass
+    try:
+        from threadpoolctl import threadpool_limits
+
+        threadpool_limits(limits=n, user_api="blas")
     except ImportError:
         pass
 
