@@ -1,0 +1,216 @@
+"""Stage 04 benchmark: decode throughput with and without a KV cache, in one run.
+
+For each context C in 128 / 256 / 512 and batch 1 and 16, every variant continues a
+prompt of C/2 tokens by C/2 new tokens (greedy, no stop token), so the last token sits at
+position C-1; tokens/s = batch * C/2 / wall time of the whole generate call (prefill
+included). Variants:
+
+  recompute     generate(cache=None): a full forward over every sequence at every step
+  concat        ConcatKVCache: grows by torch.cat
+  prealloc      KVCache: preallocated, written in place
+  int8          QuantizedKVCache
+  transformers  GPT2LMHeadModel.generate(use_cache=True) on the same converted weights
+
+C = 128, 256 use the course's default model (context 256). C = 512 does not fit it, so it
+uses a model of the same width and depth with block_size=512 and RANDOM weights (the time
+per token does not depend on what the weights are); so does the "128 prompt + 256 new"
+aim. The per-position table times decode steps with a cache holding 32 or 480 tokens (the
+512-context model).
+
+Variants are timed in alternation (one run of each in turn) and keep medians, so that a
+change of load on a shared machine falls on all of them alike. The implementation measured
+is `course.load("kv_cache")`: the learner's, or the reference with COURSE_IMPL=solution.
+On a machine shared with other jobs, use --threads 1: a decode step of this small model is
+~150 tiny operations, and a second thread that has to wait for a busy core slows every
+variant down many times over (README.md has the measured figures and their command).
+
+    COURSE_IMPL=solution python 04_kv_cache/bench.py [--quick] [--threads N] [--json FILE] [--plot FILE]
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from anywhere in the repo
+
+import course  # noqa: E402
+from course.benchmark import Report, Timing, bench_args, measure  # noqa: E402
+from solutions.gpt import GPT, GPTConfig, load_default  # noqa: E402
+
+kc = course.load("kv_cache")
+VARIANTS = ("recompute", "concat", "prealloc", "int8", "transformers")
+CACHE_OF = {"recompute": None, "concat": "concat", "prealloc": "prealloc", "int8": "int8"}
+
+
+def prompt_ids(n: int, batch: int) -> list[list[int]]:
+    """Real text: `batch` windows of n bytes of the json module's source (every Python has it)."""
+    text = Path(json.__file__).read_bytes()
+    return [list(text[i * 97: i * 97 + n]) for i in range(batch)]
+
+
+def hf_generate(hf, prompts: list[list[int]], n_new: int):
+    ids = torch.tensor(prompts)
+    with torch.no_grad():
+        return hf.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=n_new,
+                           min_new_tokens=n_new, do_sample=False, use_cache=True, pad_token_id=0)
+
+
+def prepare_hf(model: GPT):
+    hf = model.to_hf()
+    hf.generation_config.eos_token_id = None  # the same work as ours: never stop early
+    return hf
+
+
+def paired(fns: dict, args, once: tuple[str, ...] = ()) -> dict[str, Timing]:
+    """Median time of each fn, measured in alternation (one run of each in turn) so that a
+    change in load on a shared machine falls on every variant alike. Names in `once` run a
+    single time, without warm-up: recompute at batch 16 takes minutes, and a run that long
+    averages its own noise."""
+    for name, fn in fns.items():
+        if name not in once:
+            measure(fn, repeat=1, warmup=args.warmup)
+    times: dict[str, list[float]] = {name: [] for name in fns}
+    for r in range(args.repeat):
+        for name, fn in fns.items():
+            if name not in once or r == 0:
+                times[name].append(measure(fn, repeat=1, warmup=0).median)
+    return {name: Timing(statistics.median(t), t) for name, t in times.items()}
+
+
+def throughput(model: GPT, hf, prompt_len: int, n_new: int, batch: int, args,
+               variants=VARIANTS) -> dict[str, float]:
+    """Tokens per second of each variant: batch * n_new / median wall time of one call."""
+    prompts = prompt_ids(prompt_len, batch)
+    fns = {v: (lambda: hf_generate(hf, prompts, n_new)) if v == "transformers" else
+           (lambda v=v: kc.generate(model, prompts, n_new, cache=CACHE_OF[v])) for v in variants}
+    slow = ("recompute",) if batch * (prompt_len + n_new) ** 2 > 2**19 else ()
+    return {v: batch * n_new / t.median for v, t in paired(fns, args, once=slow).items()}
+
+
+def decode_steps(model: GPT, cache_name: str, position: int, batch: int, steps: int = 16) -> float:
+    """Seconds per decode step with `position` tokens already cached: a fresh cache and an
+    untimed prefill, then `steps` timed steps (so the concat cache really grows)."""
+    prompts = torch.tensor(prompt_ids(position, batch))
+    cache = kc.CACHES[cache_name].for_model(model, batch, max_len=position + steps)
+    kc.forward_cached(model, prompts, cache)
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        kc.forward_cached(model, prompts[:, -1:], cache)
+    return (time.perf_counter() - t0) / steps
+
+
+def step_times(model: GPT, caches: tuple[str, ...], batch: int, args) -> dict[tuple[str, int], float]:
+    """Median seconds per decode step for each cache at positions 32 and 480, all measured
+    in alternation."""
+    samples: dict[tuple[str, int], list[float]] = {(c, p): [] for c in caches for p in (32, 480)}
+    for r in range(args.warmup + args.repeat):
+        for (cache_name, position), times in samples.items():
+            t = decode_steps(model, cache_name, position, batch)
+            if r >= args.warmup:
+                times.append(t)
+    return {key: statistics.median(times) for key, times in samples.items()}
+
+
+def main(argv=None) -> dict:
+    args = bench_args("Stage 04: decode throughput with and without a KV cache", argv)
+    rep = Report("04_kv_cache", args, "decode tokens/s (prompt C/2 + C/2 new tokens, greedy)")
+    print(f"implementation: {course.current_impl()}; threads {torch.get_num_threads()}", flush=True)
+    default, _ = load_default()
+    torch.manual_seed(0)
+    c = default.config
+    wide = GPT(GPTConfig(block_size=512, n_layer=c.n_layer, n_head=c.n_head, n_embd=c.n_embd)).eval()
+    models = {"default": (default, prepare_hf(default)), "random-512": (wide, prepare_hf(wide))}
+    contexts = [128] if args.quick else [128, 256, 512]
+    batches = [1, 16]
+    results: dict[tuple[int, int], dict[str, float]] = {}
+    aims = []
+
+    def add_row(name: str, row: dict[str, float]) -> None:
+        rep.add(name, **{f"{v} tok/s": round(row[v]) for v in row},
+                **{"x recompute": row["prealloc"] / row["recompute"],
+                   "x transformers": row["prealloc"] / row["transformers"]})
+        print(f"  measured {name}", flush=True)
+
+    for ctx in contexts:
+        name = "default" if ctx <= default.config.block_size else "random-512"
+        model, hf = models[name]
+        for batch in batches:
+            results[ctx, batch] = row = throughput(model, hf, ctx // 2, ctx // 2, batch, args)
+            add_row(f"C={ctx} B={batch} ({name})", row)
+            aims.append((f"prealloc / transformers, C={ctx}, B={batch}", row["prealloc"] / row["transformers"],
+                         ">=", 1.5))
+
+    # >= 8x recompute at 128 prompt + 256 new tokens (384 positions: the 512-context model);
+    # --quick runs 32 new tokens, a smoke test of the row, not the aim
+    model, hf = models["random-512"]
+    new = 32 if args.quick else 256
+    for batch in batches:
+        row = throughput(model, hf, 128, new, batch, args, variants=("recompute", "prealloc", "transformers"))
+        add_row(f"128 prompt + {new} new, B={batch} (random-512)", row)
+        if not args.quick:
+            aims.append((f"prealloc / recompute, 128+256, B={batch}", row["prealloc"] / row["recompute"], ">=", 8.0))
+
+    # time per token at position 480 <= 1.5x that at position 32
+    per_position = {}
+    caches = ("prealloc",) if args.quick else ("prealloc", "concat", "int8")
+    for batch in batches:
+        t = step_times(wide, caches, batch, args)
+        for cache_name in caches:
+            t32, t480 = t[cache_name, 32], t[cache_name, 480]
+            per_position[cache_name, batch] = (t32, t480)
+            rep.add(f"step time {cache_name} B={batch} (random-512)",
+                    **{"ms @32": t32 * 1e3, "ms @480": t480 * 1e3, "480/32": t480 / t32})
+            if cache_name == "prealloc":
+                aims.append((f"prealloc step time @480 / @32, B={batch}", t480 / t32, "<=", 1.5))
+
+    out = rep.finish()
+    print("\naims")
+    out["aims"] = []
+    for label, value, op, bound in aims:
+        met = value >= bound if op == ">=" else value <= bound
+        print(f"  {label:<42} {value:6.2f}  (aim {op} {bound})  {'met' if met else 'NOT MET'}")
+        out["aims"].append(dict(aim=label, measured=value, op=op, bound=bound, met=met))
+    if args.json:
+        Path(args.json).write_text(json.dumps(out, indent=1), encoding="utf-8")
+    if args.plot:
+        plot(results, per_position, contexts, batches, args.plot)
+        print(f"wrote {args.plot}")
+    return out
+
+
+def plot(results, per_position, contexts, batches, path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(batches) + 1, figsize=(5 * (len(batches) + 1), 4))
+    for ax, batch in zip(axes, batches):
+        for v in VARIANTS:
+            ax.plot(contexts, [results[c, batch][v] for c in contexts], "o-", label=v)
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.minorticks_off()
+        ax.set(xlabel="context C (prompt C/2 + C/2 new)", ylabel="tokens/s", title=f"batch {batch}")
+        ax.set_xticks(contexts, [str(c) for c in contexts])
+        ax.legend(fontsize=8)
+    ax = axes[-1]
+    labels = [f"{name}\nB={b}" for name, b in per_position]
+    x = range(len(labels))
+    ax.bar([i - 0.2 for i in x], [v[0] * 1e3 for v in per_position.values()], 0.4, label="position 32")
+    ax.bar([i + 0.2 for i in x], [v[1] * 1e3 for v in per_position.values()], 0.4, label="position 480")
+    ax.set_xticks(list(x), labels, fontsize=7)
+    ax.set(ylabel="ms per decode step", title="step time vs cached length")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+if __name__ == "__main__":
+    main()

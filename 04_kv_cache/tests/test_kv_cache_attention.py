@@ -1,0 +1,214 @@
+"""Exercise 4.1: attention against a cache (`forward_cached`).
+
+These tests need no cache of the learner's: they run `forward_cached` against `DictCache`
+below, the cache protocol at its simplest (a dict of tokens, slow and obviously right), so
+4.1 can be checked before 4.2-4.4 exist.
+
+The oracle is the model's own full forward `model(idx)` (plain causal attention over the
+whole sequence). A cached forward computes the same sums in a different order (one key set
+per query instead of a causal mask), so logits agree to float32 rounding, ~1e-6 on these
+models; ATOL = 1e-4 leaves room for that and nothing else.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import course
+
+kc = course.load("kv_cache")
+
+ATOL = 1e-4
+
+
+class DictCache:
+    """The cache protocol at its simplest: {(layer, row, position): (k, v)}; unwritten = 0."""
+
+    def __init__(self, model, batch: int, max_len: int | None = None):
+        cfg = model.config
+        self.n_layer, self.batch = cfg.n_layer, batch
+        self.max_len = max_len or cfg.block_size
+        self.zero = torch.zeros(cfg.n_head, cfg.head_dim)
+        self.lengths = torch.zeros(batch, dtype=torch.long)
+        self.store: dict[tuple[int, int, int], tuple[torch.Tensor, torch.Tensor]] = {}
+        self.writes: list[tuple[int, int, int]] = []
+
+    def reserve(self, rows, new_lengths):
+        if int(new_lengths.max()) > self.max_len:
+            raise kc.CacheFullError(f"needs {int(new_lengths.max())} > {self.max_len}")
+
+    def write(self, layer, rows, positions, k, v):
+        assert rows.shape == positions.shape == k.shape[:1] == v.shape[:1]
+        for r, p, kk, vv in zip(rows.tolist(), positions.tolist(), k, v):
+            self.store[layer, r, p] = (kk.clone(), vv.clone())
+            self.writes.append((layer, r, p))
+
+    def view(self, layer, rows, length):
+        rows = list(range(self.batch))[rows] if isinstance(rows, slice) else rows.tolist()
+        get = lambda r, p, i: self.store.get((layer, r, p), (self.zero, self.zero))[i]  # noqa: E731
+        return tuple(torch.stack([torch.stack([get(r, p, i) for p in range(length)], dim=1) for r in rows])
+                     for i in (0, 1))
+
+
+def full_logits(model, seq: list[int]) -> torch.Tensor:
+    with torch.no_grad():
+        return model(torch.tensor([seq]))[0]
+
+
+def rand_seq(n: int, seed: int) -> list[int]:
+    return torch.randint(0, 257, (n,), generator=torch.Generator().manual_seed(seed)).tolist()
+
+
+def padded(seqs: list[list[int]], fill: int = 0) -> torch.Tensor:
+    width = max(map(len, seqs))
+    return torch.tensor([s + [fill] * (width - len(s)) for s in seqs])
+
+
+@pytest.mark.exercise("4.1")
+def test_prefill_equals_the_full_forward(tiny):
+    seq = rand_seq(40, 0)
+    cache = DictCache(tiny, 1)
+    logits = kc.forward_cached(tiny, torch.tensor([seq]), cache)
+    assert logits.shape == (1, 40, tiny.config.vocab_size)
+    torch.testing.assert_close(logits[0], full_logits(tiny, seq), atol=ATOL, rtol=0)
+    assert cache.lengths.tolist() == [40]
+    assert sorted(cache.writes) == sorted((layer, 0, p) for layer in range(2) for p in range(40))
+
+
+@pytest.mark.exercise("4.1")
+def test_decode_steps_equal_the_full_forward(tiny):
+    seq = rand_seq(30, 1)
+    cache = DictCache(tiny, 1)
+    kc.forward_cached(tiny, torch.tensor([seq[:10]]), cache)
+    ref = full_logits(tiny, seq)
+    for t in range(10, 30):
+        out = kc.forward_cached(tiny, torch.tensor([[seq[t]]]), cache)
+        assert out.shape == (1, 1, tiny.config.vocab_size)
+        torch.testing.assert_close(out[0, 0], ref[t], atol=ATOL, rtol=0)
+        assert cache.lengths.tolist() == [t + 1]
+
+
+@pytest.mark.exercise("4.1")
+def test_chunked_prefill_equals_an_unchunked_run(tiny):
+    """A prompt fed in chunks, each attending to the chunks before it through the cache."""
+    seq = rand_seq(50, 2)
+    cache = DictCache(tiny, 1)
+    chunks = [(0, 7), (7, 8), (8, 31), (31, 50)]
+    out = torch.cat([kc.forward_cached(tiny, torch.tensor([seq[a:b]]), cache) for a, b in chunks], dim=1)
+    torch.testing.assert_close(out[0], full_logits(tiny, seq), atol=ATOL, rtol=0)
+
+
+@pytest.mark.exercise("4.1")
+def test_ragged_prefill_never_sees_padding_or_other_rows(tiny):
+    seqs = [rand_seq(n, 10 + n) for n in (5, 17, 1, 12)]
+    n_new = torch.tensor([len(s) for s in seqs])
+    outs = []
+    for fill in (0, 200):  # what the padding holds must not matter
+        cache = DictCache(tiny, 4)
+        outs.append(kc.forward_cached(tiny, padded(seqs, fill), cache, n_new=n_new))
+        assert cache.lengths.tolist() == n_new.tolist()
+        assert all(p < len(seqs[r]) for _, r, p in cache.writes), "padding was written to the cache"
+    for b, s in enumerate(seqs):
+        ref = full_logits(tiny, s)
+        for out in outs:
+            torch.testing.assert_close(out[b, : len(s)], ref, atol=ATOL, rtol=0)
+
+
+@pytest.mark.exercise("4.1")
+def test_mixed_prefill_chunk_and_decode_in_one_call(tiny):
+    """One call: row 0 decodes one token, row 1 continues a prefill with a chunk of 8, row 2
+    starts a fresh prompt of 12 — what stage 05's continuous batching will do."""
+    seqs = [rand_seq(31, 20), rand_seq(18, 21), rand_seq(12, 22)]
+    cache = DictCache(tiny, 3)
+    kc.forward_cached(tiny, padded([seqs[0][:30], seqs[1][:10]]), cache, n_new=[30, 10])
+    assert cache.lengths.tolist() == [30, 10, 0]
+    step = [seqs[0][30:31], seqs[1][10:18], seqs[2]]
+    out = kc.forward_cached(tiny, padded(step), cache, n_new=[1, 8, 12])
+    assert out.shape == (3, 12, tiny.config.vocab_size)
+    assert cache.lengths.tolist() == [31, 18, 12]
+    for b, (seq, new) in enumerate(zip(seqs, step)):
+        ref = full_logits(tiny, seq)[len(seq) - len(new):]
+        torch.testing.assert_close(out[b, : len(new)], ref, atol=ATOL, rtol=0)
+
+
+@pytest.mark.exercise("4.1")
+def test_rows_map_batch_entries_to_cache_rows_and_leave_others_alone(tiny):
+    seqs = [rand_seq(9, 30), rand_seq(14, 31)]
+    cache = DictCache(tiny, 4)
+    kc.forward_cached(tiny, padded(seqs), cache, rows=torch.tensor([3, 1]), n_new=[9, 14])
+    assert cache.lengths.tolist() == [0, 14, 0, 9]
+    assert {r for _, r, _ in cache.writes} == {1, 3}
+    # decode row 1 alone, then row 3 alone: each continues its own sequence
+    for row, seq in ((1, seqs[1]), (3, seqs[0])):
+        tok = rand_seq(1, row)
+        out = kc.forward_cached(tiny, torch.tensor([tok]), cache, rows=torch.tensor([row]))
+        torch.testing.assert_close(out[0, 0], full_logits(tiny, seq + tok)[-1], atol=ATOL, rtol=0)
+    assert cache.lengths.tolist() == [0, 15, 0, 10]
+
+
+@pytest.mark.exercise("4.1")
+def test_a_row_with_no_new_tokens_is_untouched(tiny):
+    seqs = [rand_seq(6, 40), rand_seq(4, 41)]
+    cache = DictCache(tiny, 2)
+    kc.forward_cached(tiny, padded(seqs), cache, n_new=[6, 4])
+    n_writes = len(cache.writes)
+    out = kc.forward_cached(tiny, torch.tensor([[7], [8]]), cache, n_new=[0, 1])
+    assert cache.lengths.tolist() == [6, 5]
+    assert len(cache.writes) == n_writes + 2  # one token, two layers
+    torch.testing.assert_close(out[1, 0], full_logits(tiny, seqs[1] + [8])[-1], atol=ATOL, rtol=0)
+
+
+@pytest.mark.exercise("4.1")
+@settings(deadline=None, max_examples=15)
+@given(data=st.data())
+def test_any_schedule_of_chunks_equals_the_full_forward(tiny, data):
+    """Hypothesis: several rows, each fed its sequence in random chunks, in random subsets
+    of rows per call (ragged, padded, rows given), give the full forward's logits."""
+    n_rows = data.draw(st.integers(1, 3), label="rows")
+    seqs = [data.draw(st.lists(st.integers(0, 256), min_size=1, max_size=20), label=f"seq{r}") for r in range(n_rows)]
+    cache = DictCache(tiny, n_rows + 1)  # one spare row nobody uses
+    fed = [0] * n_rows
+    got: list[list[torch.Tensor]] = [[] for _ in range(n_rows)]
+    while any(f < len(s) for f, s in zip(fed, seqs)):
+        todo = [r for r in range(n_rows) if fed[r] < len(seqs[r])]
+        chosen = data.draw(st.lists(st.sampled_from(todo), min_size=1, unique=True), label="call rows")
+        sizes = [data.draw(st.integers(1, len(seqs[r]) - fed[r]), label="chunk") for r in chosen]
+        chunks = [seqs[r][fed[r]: fed[r] + n] for r, n in zip(chosen, sizes)]
+        out = kc.forward_cached(tiny, padded(chunks, fill=5), cache, rows=torch.tensor(chosen), n_new=sizes)
+        for b, (r, n) in enumerate(zip(chosen, sizes)):
+            got[r].append(out[b, :n])
+            fed[r] += n
+    assert cache.lengths.tolist() == [len(s) for s in seqs] + [0]
+    for r, s in enumerate(seqs):
+        torch.testing.assert_close(torch.cat(got[r]), full_logits(tiny, s), atol=ATOL, rtol=0)
+
+
+@pytest.mark.exercise("4.1")
+def test_running_past_the_models_context_is_an_error(tiny):
+    cache = DictCache(tiny, 1, max_len=1000)  # the cache has room; the model's positions do not
+    kc.forward_cached(tiny, torch.zeros(1, 60, dtype=torch.long), cache)
+    with pytest.raises(ValueError, match="context"):
+        kc.forward_cached(tiny, torch.zeros(1, 5, dtype=torch.long), cache)
+    assert cache.lengths.tolist() == [60]
+
+
+@pytest.mark.given
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(idx=torch.zeros(3, dtype=torch.long)), "batch, time"),
+    (dict(idx=torch.zeros(1, 3)), "integer"),
+    (dict(idx=torch.zeros(3, 2, dtype=torch.long)), "rows"),
+    (dict(rows=[0, 0]), "distinct"),
+    (dict(rows=[0, 5]), "outside"),
+    (dict(rows=[0]), "one cache row per sequence"),
+    (dict(n_new=[1, 3]), "n_new"),
+    (dict(n_new=[1]), "n_new"),
+])
+def test_bad_arguments_are_clear_errors(tiny, kwargs, match):
+    cache = DictCache(tiny, 2)
+    args = dict(idx=torch.zeros(2, 2, dtype=torch.long)) | kwargs
+    idx = args.pop("idx")
+    with pytest.raises((ValueError, TypeError), match=match):
+        kc.forward_cached(tiny, idx, cache, **args)

@@ -1,0 +1,222 @@
+"""Exercises 4.5 (sampling) and 4.6 (generate).
+
+Sampling is checked by its distributions: draws from many identical rows in one call, so
+the empirical frequencies of ~20 000 draws sit within 4 standard deviations (< 0.015 here)
+of the probabilities the rule defines. Generation is checked against the recompute
+baseline (every cache, token for token) and against transformers' GPT2LMHeadModel.generate
+on the same weights.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import course
+
+kc = course.load("kv_cache")
+
+N_DRAWS = 20_000
+FREQ_TOL = 0.015  # > 4 sigma of a frequency estimated from N_DRAWS draws (sigma <= 0.0036)
+
+
+def frequencies(ids: torch.Tensor, vocab: int) -> torch.Tensor:
+    return torch.bincount(ids, minlength=vocab).double() / ids.numel()
+
+
+def draws(logits_row: torch.Tensor, seed: int = 0, **kw) -> torch.Tensor:
+    gen = torch.Generator().manual_seed(seed)
+    return kc.sample(logits_row.expand(N_DRAWS, -1), generator=gen, **kw)
+
+
+PROBS = torch.tensor([0.40, 0.25, 0.15, 0.10, 0.05, 0.03, 0.02], dtype=torch.float64)
+LOGITS = PROBS.log().float()[None]  # (1, 7)
+
+
+@pytest.mark.exercise("4.5")
+def test_greedy_is_argmax():
+    logits = torch.randn(64, 300, generator=torch.Generator().manual_seed(0))
+    ids = kc.sample(logits, temperature=0)
+    assert ids.shape == (64,) and ids.dtype == torch.int64
+    assert torch.equal(ids, logits.argmax(-1))
+
+
+@pytest.mark.exercise("4.5")
+@pytest.mark.parametrize("temperature", [1.0, 0.5, 2.0])
+def test_temperature_samples_from_softmax_of_scaled_logits(temperature):
+    want = torch.softmax(LOGITS.double()[0] / temperature, -1)
+    got = frequencies(draws(LOGITS, temperature=temperature), 7)
+    assert (got - want).abs().max() < FREQ_TOL, f"{got.tolist()} vs {want.tolist()}"
+
+
+@pytest.mark.exercise("4.5")
+def test_temperature_to_zero_is_greedy():
+    logits = torch.randn(256, 50, generator=torch.Generator().manual_seed(1))
+    gen = torch.Generator().manual_seed(0)
+    assert torch.equal(kc.sample(logits, temperature=1e-4, generator=gen), logits.argmax(-1))
+
+
+@pytest.mark.exercise("4.5")
+def test_top_k_never_emits_excluded_tokens_and_renormalises():
+    got = frequencies(draws(LOGITS, top_k=3), 7)
+    assert got[3:].sum() == 0, "a token outside the top 3 was drawn"
+    want = PROBS[:3] / PROBS[:3].sum()
+    assert (got[:3] - want).abs().max() < FREQ_TOL
+    logits = torch.randn(2000, 100, generator=torch.Generator().manual_seed(2))
+    ids = kc.sample(logits, top_k=5, temperature=1.5, generator=torch.Generator().manual_seed(3))
+    allowed = logits.topk(5, dim=-1).indices
+    assert bool((allowed == ids[:, None]).any(-1).all())
+    assert bool((kc.sample(logits, top_k=1, generator=torch.Generator()) == logits.argmax(-1)).all())
+
+
+@pytest.mark.exercise("4.5")
+@pytest.mark.parametrize("top_p, nucleus", [(0.5, 2), (0.75, 3), (0.85, 4), (0.3, 1), (1.0, 7)])
+def test_top_p_keeps_the_smallest_set_reaching_p(top_p, nucleus):
+    """Cumulative probabilities 0.40, 0.65, 0.80, 0.90, ...: top_p=0.75 keeps 3 tokens (0.80
+    is the first total to reach 0.75), top_p=0.3 keeps the most likely token alone."""
+    got = frequencies(draws(LOGITS, top_p=top_p), 7)
+    assert got[nucleus:].sum() == 0, f"a token outside the nucleus of {nucleus} was drawn"
+    want = PROBS[:nucleus] / PROBS[:nucleus].sum()
+    assert (got[:nucleus] - want).abs().max() < FREQ_TOL
+
+
+@pytest.mark.exercise("4.5")
+def test_top_k_and_top_p_together_and_per_row():
+    """Each row gets its own nucleus: a peaked row keeps one token, a flat row keeps all k."""
+    peaked = torch.tensor([[10.0, 0, 0, 0, 0, 0]])
+    flat = torch.zeros(1, 6)
+    logits = torch.cat([peaked, flat]).repeat(2000, 1)
+    ids = kc.sample(logits, top_k=4, top_p=0.9, generator=torch.Generator().manual_seed(4))
+    assert bool((ids[0::2] == 0).all())
+    assert len(set(ids[1::2].tolist())) == 4  # which 4 of 6 equal logits is topk's choice
+
+
+@pytest.mark.exercise("4.5")
+def test_a_generator_makes_draws_reproducible():
+    logits = torch.randn(32, 100, generator=torch.Generator().manual_seed(5))
+    a = kc.sample(logits, temperature=1.3, top_p=0.95, generator=torch.Generator().manual_seed(7))
+    b = kc.sample(logits, temperature=1.3, top_p=0.95, generator=torch.Generator().manual_seed(7))
+    c = kc.sample(logits, temperature=1.3, top_p=0.95, generator=torch.Generator().manual_seed(8))
+    assert torch.equal(a, b) and not torch.equal(a, c)
+
+
+@pytest.mark.given
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(temperature=-0.1), "temperature"), (dict(temperature=float("nan")), "temperature"),
+    (dict(top_k=0), "top_k"), (dict(top_k=2.5), "top_k"),
+    (dict(top_p=0.0), "top_p"), (dict(top_p=1.5), "top_p"), (dict(top_p=-1), "top_p"),
+])
+def test_bad_sampling_parameters_are_clear_errors(tiny, kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        kc.sample(torch.zeros(1, 5), **kwargs)
+    with pytest.raises(ValueError, match=match):
+        kc.generate(tiny, [[1]], 2, **kwargs)
+
+
+@pytest.mark.given
+def test_bad_logits_are_clear_errors():
+    with pytest.raises(ValueError, match="logits"):
+        kc.sample(torch.zeros(5))
+    with pytest.raises(ValueError, match="logits"):
+        kc.sample(torch.zeros(2, 5, dtype=torch.long))
+
+
+# ---- generate ----------------------------------------------------------------------------------
+
+PROMPTS_TEXT = ["def main():\n    ", "import", "The Python Standard Library\n", "x = [i * i for i in ra"]
+
+
+def prompts() -> list[list[int]]:
+    return [list(p.encode()) for p in PROMPTS_TEXT]
+
+
+@pytest.mark.exercise("4.6")
+@pytest.mark.parametrize("cache", ["prealloc", "concat"])
+def test_greedy_with_a_float_cache_equals_recompute_token_for_token(trained, cache):
+    base = kc.generate(trained, prompts(), 48, cache=None)
+    got = kc.generate(trained, prompts(), 48, cache=cache)
+    assert [len(t) for t in base.tokens] == [48] * 4
+    assert got.tokens == base.tokens
+    assert got.finish_reasons == base.finish_reasons == ["length"] * 4
+
+
+@pytest.mark.exercise("4.6")
+def test_greedy_with_the_int8_cache_agrees_on_99_percent_of_256_tokens(trained):
+    """4 ragged prompts x 64 tokens, position by position against recompute."""
+    base = kc.generate(trained, prompts(), 64, cache=None).tokens
+    got = kc.generate(trained, prompts(), 64, cache="int8").tokens
+    same = sum(a == b for x, y in zip(base, got) for a, b in zip(x, y))
+    assert same / 256 >= 0.99, f"INT8 agrees on {same}/256 tokens"
+
+
+@pytest.mark.exercise("4.6")
+def test_greedy_equals_transformers_generate_on_converted_weights(trained):
+    """The course model converted to GPT2LMHeadModel, each prompt alone, KV cache on."""
+    hf = trained.to_hf()
+    hf.generation_config.eos_token_id = None  # run the full length on both sides
+    ours = kc.generate(trained, prompts(), 40, cache="prealloc").tokens
+    for prompt, mine in zip(prompts(), ours):
+        ids = torch.tensor([prompt])
+        with torch.no_grad():
+            out = hf.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=40, do_sample=False,
+                              use_cache=True, pad_token_id=0)
+        assert out[0, len(prompt):].tolist() == mine
+
+
+@pytest.mark.exercise("4.6")
+def test_stop_tokens_end_sequences_with_reason_stop(trained):
+    """Each sequence stops at its first stop token (not included in its tokens); the others
+    run to max_new_tokens with reason "length"."""
+    base = kc.generate(trained, prompts(), 30, cache=None).tokens
+    stop = base[0][5]  # the 6th token of sequence 0 becomes a stop token
+    want = [row[: row.index(stop)] if stop in row else row for row in base]
+    for cache, stop_arg in ((None, stop), ("prealloc", [stop]), ("concat", (stop, stop))):
+        res = kc.generate(trained, prompts(), 30, cache=cache, stop=stop_arg)
+        assert res.tokens == want
+        assert res.finish_reasons == ["stop" if len(w) < 30 else "length" for w in want]
+    assert res.finish_reasons[0] == "stop"
+
+
+@pytest.mark.exercise("4.6")
+def test_sampled_generation_is_reproducible_and_respects_top_k(trained):
+    kw = dict(temperature=0.8, top_k=3, cache="prealloc")
+    a = kc.generate(trained, prompts(), 20, generator=torch.Generator().manual_seed(1), **kw)
+    b = kc.generate(trained, prompts(), 20, generator=torch.Generator().manual_seed(1), **kw)
+    assert a.tokens == b.tokens
+    # every sampled token is among the top 3 of the logits that produced it (checked by recompute)
+    with torch.no_grad():
+        for p, toks in zip(prompts(), a.tokens):
+            logits = trained(torch.tensor([p + toks]))[0, len(p) - 1: -1]
+            top3 = logits.topk(3, dim=-1).indices
+            assert bool((top3 == torch.tensor(toks)[:, None]).any(-1).all())
+
+
+@pytest.mark.exercise("4.6")
+def test_a_single_prompt_and_zero_new_tokens(trained):
+    res = kc.generate(trained, [[65]], 3)
+    assert len(res.tokens) == 1 and len(res.tokens[0]) == 3 and res.finish_reasons == ["length"]
+    assert all(isinstance(t, int) for t in res.tokens[0])
+    empty = kc.generate(trained, [[65], [66, 67]], 0)
+    assert empty.tokens == [[], []] and empty.finish_reasons == ["length", "length"]
+
+
+@pytest.mark.given
+@pytest.mark.parametrize("args, kwargs, match", [
+    (([], 3), {}, "prompts"),
+    (([[]], 3), {}, "prompt 0"),
+    (([[1, 300]], 3), {}, "prompt 0"),
+    (([[1], "ab"], 3), {}, "prompt 1"),
+    (([[1]], -1), {}, "max_new_tokens"),
+    (([[1] * 250], 10), {}, "context"),
+    (([[1]], 3), dict(cache="paged"), "cache"),
+    (([[1]], 3), dict(stop=[1000]), "stop"),
+])
+def test_bad_generate_arguments_are_clear_errors(trained, args, kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        kc.generate(trained, *args, **kwargs)
+
+
+@pytest.mark.given
+def test_generate_needs_a_course_gpt():
+    with pytest.raises(TypeError, match="GPT"):
+        kc.generate("gpt2", [[1]], 1)
