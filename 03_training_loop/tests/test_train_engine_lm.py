@@ -1,0 +1,116 @@
+"""Exercises 3.5–3.6: the byte-level MLP language model and its training loop on the engine."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import course
+from solutions.autograd import Tensor, cross_entropy
+from solutions.tokenizer import VOCAB_SIZE
+
+train = course.load("train")
+
+# Python source bytes: the kind of text the course trains on, and always present.
+SOURCE = np.frombuffer(Tensor.__doc__.encode() * 20 + open(torch.__file__, "rb").read(), dtype=np.uint8)
+TOKENS = SOURCE.astype(np.int64)
+
+
+@pytest.mark.exercise("3.5")
+def test_sample_contexts_are_windows_of_the_stream():
+    tokens = np.arange(100, 160)  # distinct values: a window's start can be read off
+    X, Y = train.sample_contexts(tokens, 500, 5, np.random.default_rng(0))
+    assert X.shape == (500, 5) and Y.shape == (500,) and X.dtype == Y.dtype == np.int64
+    starts = X[:, 0] - 100
+    np.testing.assert_array_equal(X, 100 + starts[:, None] + np.arange(5))
+    np.testing.assert_array_equal(Y, 100 + starts + 5)
+    assert starts.min() == 0 and starts.max() == 60 - 5 - 1  # every start reachable, none past the end
+    again = train.sample_contexts(tokens, 500, 5, np.random.default_rng(0))
+    np.testing.assert_array_equal(again[0], X)  # the generator decides
+    with pytest.raises(ValueError):
+        train.sample_contexts(tokens[:5], 1, 5, np.random.default_rng(0))
+
+
+@pytest.mark.exercise("3.5")
+def test_mlp_lm_matches_its_torch_twin():
+    model = train.MLPLanguageModel(context=6, embed_dim=8, hidden=32, rng=1)
+    twin = train.TorchMLPLanguageModel.from_engine(model)
+    idx = np.random.default_rng(0).integers(0, VOCAB_SIZE, (16, 6))
+    idx[0, :] = 7  # one token used six times in one row: its embedding gradients must add up
+    logits = model(idx)
+    assert logits.shape == (16, VOCAB_SIZE)
+    ref = twin(torch.from_numpy(idx))
+    np.testing.assert_allclose(logits.data, ref.detach().numpy(), rtol=1e-5, atol=1e-5)  # float32
+    targets = np.arange(16)
+    cross_entropy(logits, targets).backward()
+    torch.nn.functional.cross_entropy(ref, torch.from_numpy(targets)).backward()
+    np.testing.assert_allclose(model.embedding.grad, twin.embedding.weight.grad.numpy(), atol=1e-6)
+    np.testing.assert_allclose(model.hidden.weight.grad, twin.hidden.weight.grad.numpy().T, atol=1e-6)
+    with pytest.raises(ValueError):
+        model(idx[:, :5])  # wrong context length
+    with pytest.raises(ValueError):
+        model(np.full((1, 6), VOCAB_SIZE))  # not a token id
+
+
+@pytest.mark.exercise("3.5")
+def test_mlp_lm_trained_with_adamw_tracks_torch():
+    """Stage 01's gradients + 3.2's AdamW on the 3.5 model == PyTorch, step by step (float32)."""
+    rng = np.random.default_rng(0)
+    model = train.MLPLanguageModel(context=4, embed_dim=8, hidden=32, rng=0)
+    twin = train.TorchMLPLanguageModel.from_engine(model)
+    opt = train.AdamW(model.parameters(), lr=1e-2, weight_decay=0.1)
+    torch_opt = torch.optim.AdamW(twin.parameters(), lr=1e-2, weight_decay=0.1)
+    for _ in range(5):
+        X, Y = rng.integers(0, VOCAB_SIZE, (32, 4)), rng.integers(0, VOCAB_SIZE, 32)
+        loss = cross_entropy(model(X), Y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        torch_loss = torch.nn.functional.cross_entropy(twin(torch.from_numpy(X)), torch.from_numpy(Y))
+        torch_opt.zero_grad()
+        torch_loss.backward()
+        torch_opt.step()
+        assert loss.item() == pytest.approx(torch_loss.item(), rel=1e-4)
+    np.testing.assert_allclose(model.embedding.data, twin.embedding.weight.detach().numpy(), atol=1e-4)
+
+
+@pytest.mark.exercise("3.6")
+def test_evaluate_mlp_lm_is_the_mean_loss_of_every_window():
+    model = train.MLPLanguageModel(context=3, embed_dim=4, hidden=16, rng=0)
+    tokens = TOKENS[:200]
+    value = train.evaluate_mlp_lm(model, tokens, max_windows=50)
+    X = np.stack([tokens[i:i + 3] for i in range(50)])
+    Y = tokens[3:53]
+    assert value == pytest.approx(cross_entropy(model(X), Y).item(), rel=1e-6)
+    assert train.evaluate_mlp_lm(model, tokens, max_windows=50) == value  # deterministic
+    assert all(p.grad is None for p in model.parameters())  # nothing recorded, nothing accumulated
+
+
+@pytest.mark.exercise("3.6")
+def test_short_run_loss_falls_and_history_is_complete():
+    split = int(0.9 * len(TOKENS))
+    model = train.MLPLanguageModel(context=8, embed_dim=16, hidden=128, rng=0)
+    opt = train.AdamW(model.parameters(), lr=1e-2, weight_decay=0.01)
+    lines = []
+    h = train.train_mlp_lm(model, opt, TOKENS[:split], TOKENS[split:], steps=120, batch_size=64,
+                           max_lr=1e-2, warmup_steps=10, min_lr=1e-3, eval_every=40, seed=0, log=lines.append)
+    assert h["step"] == list(range(1, 121)) and len(h["loss"]) == len(h["lr"]) == len(h["grad_norm"]) == 120
+    assert h["val_step"] == [40, 80, 120] and len(h["val_loss"]) == 3 and len(lines) == 3
+    expected_lr = [train.lr_schedule(s, max_lr=1e-2, warmup_steps=10, total_steps=120, min_lr=1e-3)
+                   for s in range(120)]
+    np.testing.assert_allclose(h["lr"], expected_lr)
+    start, end = np.mean(h["loss"][:10]), np.mean(h["loss"][-10:])
+    assert start > np.log(VOCAB_SIZE) - 1.0  # ~uniform guessing at first (ln 257 = 5.55 nats)
+    assert end < start - 1.5, (start, end)  # it learns byte statistics fast
+    assert h["val_loss"][-1] < h["val_loss"][0]
+    assert all(np.isfinite(h["grad_norm"]))
+
+
+@pytest.mark.exercise("3.6")
+def test_engine_run_is_reproducible_with_a_seed():
+    def run():
+        model = train.MLPLanguageModel(context=4, embed_dim=8, hidden=32, rng=3)
+        opt = train.SGD(model.parameters(), lr=0.1, momentum=0.9)
+        return train.train_mlp_lm(model, opt, TOKENS[:5000], TOKENS[5000:6000], steps=15, batch_size=16,
+                                  max_lr=0.1, warmup_steps=3, min_lr=0.01, eval_every=5, seed=11, log=None)
+    assert run() == run()
