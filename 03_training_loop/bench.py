@@ -3,7 +3,7 @@
 1. The byte-level MLP language model (3.5) trained with the stage-01 NumPy engine and AdamW
    (3.2) against the same model, same batch, trained with PyTorch and torch.optim.AdamW:
    tokens per second, and the ratio (the source notes' "same loop, ~100x faster in PyTorch").
-   --threads sets PyTorch's threads and, before NumPy loads, OpenBLAS's.
+   --threads sets both PyTorch's threads and NumPy's BLAS threads.
 2. The course's GPT (`solutions.gpt.GPT`) against `transformers`' GPT2LMHeadModel built with
    the same configuration and the same weights, both driven by the same loop (`train_step`
    with AdamW and clipping): training tokens per second. Aim: ours at least as fast.
@@ -15,32 +15,16 @@ faster the second stack is (torch over engine; course GPT over transformers).
 """
 from __future__ import annotations
 
-import os
 import statistics
-import sys
 from typing import Callable
 
+import numpy as np
+import torch
 
-def _threads_requested(argv: list[str]) -> str:
-    """--threads N (else COURSE_BENCH_THREADS, else 2), read before NumPy loads: OpenBLAS, which
-    runs the engine's matmuls, fixes its thread count then (as stage 01's bench.py does)."""
-    for i, arg in enumerate(argv):
-        if arg == "--threads" and i + 1 < len(argv):
-            return argv[i + 1]
-        if arg.startswith("--threads="):
-            return arg.split("=", 1)[1]
-    return os.environ.get("COURSE_BENCH_THREADS", "2")
-
-
-os.environ["OPENBLAS_NUM_THREADS"] = _threads_requested(sys.argv[1:])
-
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
-
-import course  # noqa: E402
-from course.benchmark import Report, Timing, bench_args, measure  # noqa: E402
-from solutions.autograd import cross_entropy  # noqa: E402
-from solutions.gpt import GPT, GPTConfig  # noqa: E402
+import course
+from course.benchmark import Report, Timing, bench_args, measure
+from solutions.autograd import cross_entropy
+from solutions.gpt import GPT, GPTConfig
 
 train = course.load("train")
 
