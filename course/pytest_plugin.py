@@ -6,6 +6,9 @@
   code), `gpu` (needs CUDA; skipped without it).
 - a learner's `NotImplementedError("Exercise 1.3: ...")` is reported as one line,
   `TODO: Exercise 1.3: ...`, instead of a traceback.
+- fixture `one_thread`: torch on one thread for a module's tests (restored afterwards).
+  Stages whose tests run thousands of tiny matrix products use it from their conftest:
+  a second thread only adds synchronisation there, or waiting for a core on a busy machine.
 - `--course-results FILE`: write every test's outcome, exercise and first failure line as
   JSON (used by `course check`, `course grade` and `course status`).
 """
@@ -83,6 +86,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                 has_cuda = False
         if not has_cuda:
             item.add_marker(pytest.mark.skip(reason="needs CUDA"))
+
+
+@pytest.fixture(scope="module")
+def one_thread():
+    """Run the module's tests with torch on one thread, then put the count back."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
 
 
 def exercise_of(item: pytest.Item) -> str | None:

@@ -18,12 +18,9 @@ import torch
 from solutions.gpt import GPT, GPTConfig, load_default
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+@pytest.fixture(scope="module", autouse=True)
+def _single_threaded(one_thread):
+    """Every test module here runs on one torch thread (the course plugin's `one_thread`)."""
 
 
 @pytest.fixture(scope="session")

@@ -28,11 +28,8 @@ CONTEXT = 48
 
 
 @pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+def _single_threaded(one_thread):
+    """Every test module here runs on one torch thread (the course plugin's `one_thread`)."""
 
 
 @pytest.fixture(scope="session")
