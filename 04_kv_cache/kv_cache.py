@@ -33,6 +33,13 @@ different memory layout (stage 06's paged cache, with block tables) plugs in unc
                                                      int64; k, v (N, H, D)
     cache.view(layer, rows, length) -> (K, V)        (B, H, length, D) each; rows is a
                                                      slice (contiguous rows) or (B,) int64
+    cache.attend(layer, rows, q, q_pos) -> y         OPTIONAL. A cache that has it computes
+                                                     attention itself, reading its own layout
+                                                     (stage 06: blocks) instead of a dense view:
+                                                     q (B, H, T, D), q_pos (B, T) int64 absolute
+                                                     positions (query t of row b sees keys
+                                                     0..q_pos[b, t]; padding has q_pos 0) ->
+                                                     y (B, H, T, D)
 
 `forward_cached` itself advances `cache.lengths` after all layers have been written.
 """
@@ -314,7 +321,7 @@ def forward_cached(model: GPT, idx: torch.Tensor, cache: CacheProtocol, *,
 
 # ---- sampling ----------------------------------------------------------------------------
 
-def _check_sampling(temperature, top_k, top_p) -> None:
+def check_sampling(temperature, top_k, top_p) -> None:
     if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not temperature >= 0:
         raise ValueError(f"temperature must be a number >= 0, got {temperature!r}")
     if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1):
@@ -334,7 +341,7 @@ def sample(logits: torch.Tensor, *, temperature: float = 1.0, top_k: int | None 
     given; the most likely token is always kept), renormalise and draw with `generator`
     (the same seed gives the same draws).
     """
-    _check_sampling(temperature, top_k, top_p)
+    check_sampling(temperature, top_k, top_p)
     if not isinstance(logits, torch.Tensor) or logits.dim() != 2 or not logits.is_floating_point():
         raise ValueError(f"logits must be a floating (batch, vocab) tensor, got "
                          f"{getattr(logits, 'shape', type(logits).__name__)} {getattr(logits, 'dtype', '')}")
@@ -394,7 +401,7 @@ def generate(model: GPT, prompts: list[list[int]], max_new_tokens: int, *, tempe
     max_new_tokens ("length"); the batch runs until every sequence has ended.
     """
     stop_ids = _check_generate(model, prompts, max_new_tokens, stop, cache)
-    _check_sampling(temperature, top_k, top_p)
+    check_sampling(temperature, top_k, top_p)
     t0 = time.perf_counter()
     B = len(prompts)
     if max_new_tokens == 0:

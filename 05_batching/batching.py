@@ -55,7 +55,7 @@ import numpy as np
 import torch
 
 from solutions.gpt import DEFAULT_WEIGHTS, GPT, GPTConfig, load_default
-from solutions.kv_cache import KVCache, _check_sampling, forward_cached, generate, sample
+from solutions.kv_cache import KVCache, check_sampling, forward_cached, generate, sample
 from solutions.tokenizer import ByteTokenizer
 from solutions.workload import Trace, long_prompt_trace, make_trace
 
@@ -117,7 +117,7 @@ class SamplingParams:
     seed: int | None = None
 
     def __post_init__(self) -> None:
-        _check_sampling(self.temperature, self.top_k, self.top_p)
+        check_sampling(self.temperature, self.top_k, self.top_p)
         if self.seed is not None and (isinstance(self.seed, bool) or not isinstance(self.seed, int)):
             raise ValueError(f"seed must be None or an int, got {self.seed!r}")
 
@@ -501,19 +501,32 @@ class Engine:
         self.scheduler = scheduler
         self.max_len = max_len
         self.clock = clock
-        self.cache = KVCache.for_model(model, scheduler.max_batch_size, max_len=max_len)
-        physical = scheduler.max_batch_size * max_len
+        self.cache = self._make_cache()
+        physical = self._cache_capacity()
         if scheduler.max_cache_tokens is None:
             scheduler.max_cache_tokens = physical
         elif scheduler.max_cache_tokens > physical:
-            raise ValueError(f"max_cache_tokens {scheduler.max_cache_tokens} exceeds the cache's "
-                             f"{scheduler.max_batch_size} rows x {max_len} positions = {physical} tokens")
+            raise ValueError(f"max_cache_tokens {scheduler.max_cache_tokens} exceeds the cache's capacity of "
+                             f"{physical} tokens ({self._describe_cache()})")
         self.device = model.transformer.wte.weight.device
         self.free_slots = list(range(scheduler.max_batch_size))
         self.dead_rows: list[Request] = []  # a fixed-shape batch's finished rows, still computed
         self.requests: dict[str, Request] = {}
         self.steps: list[StepRecord] = []
         self._seq = itertools.count()
+
+    # -- the memory (a subclass with another cache overrides these three, and
+    #    `_acquire` / `_release`: stage 06's PagedEngine owns memory by blocks)
+    def _make_cache(self):
+        """The KV cache: one row of `max_len` positions per batch slot."""
+        return KVCache.for_model(self.model, self.scheduler.max_batch_size, max_len=self.max_len)
+
+    def _cache_capacity(self) -> int:
+        """Tokens the cache can hold: the scheduler's default `max_cache_tokens`."""
+        return self.scheduler.max_batch_size * self.max_len
+
+    def _describe_cache(self) -> str:
+        return f"{self.scheduler.max_batch_size} rows x {self.max_len} positions"
 
     # -- between steps
     def add_request(self, request: Request, *, arrival: float | None = None) -> Request:
@@ -557,6 +570,17 @@ class Engine:
         if request_id not in self.requests:
             raise ValueError(f"no request with id {request_id!r} in this engine")
         raise NotImplementedError('Exercise 5.6: Preemption and abort — see 05_batching.ipynb')
+
+    def forget(self, request_id: str) -> Request:
+        """Drop a FINISHED request from `requests` (a long-running server calls this once it
+        has delivered the result, so memory stays flat) and return it. An unknown id or a
+        request that has not finished is a ValueError."""
+        request = self.requests.get(request_id)
+        if request is None:
+            raise ValueError(f"no request with id {request_id!r} in this engine")
+        if not request.finished:
+            raise ValueError(f"request {request_id!r} is {request.state.value}, not finished: abort it first")
+        return self.requests.pop(request_id)
 
     def has_unfinished(self) -> bool:
         return self.scheduler.has_unfinished()
@@ -607,6 +631,8 @@ class Engine:
             self.scheduler.add(request)
         for request in plan.admitted:
             self._acquire(request)
+        if plan.admitted:  # _acquire may find some tokens already cached (stage 06's prefix cache)
+            plan.chunks = [(r, min(n, r.num_pending)) for r, n in plan.chunks if min(n, r.num_pending) > 0]
         if not plan.chunks:
             return StepOutput(ran=False, preempted=plan.preempted)
         decode_rows = sum(1 for r, _ in plan.chunks if r.phase == "decode")
