@@ -18,6 +18,10 @@ class Exercise:
     id: str  # "stage.number", e.g. "1.3"
     title: str
     points: int
+    # Exercises whose code this one's tests call (ids, any stage): until those are done,
+    # some of its tests stop at their TODO or fail through them. `course check` and
+    # `course status` show "blocked by ..." from this.
+    requires: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -33,8 +37,15 @@ class Stage:
         return f"{self.folder}/{self.folder}.ipynb"
 
 
-def _ex(*rows: tuple[str, str, int]) -> tuple[Exercise, ...]:
-    return tuple(Exercise(i, t, p) for i, t, p in rows)
+def _ex(*rows: tuple) -> tuple[Exercise, ...]:
+    """Rows `(id, title, points)` or `(id, title, points, requires)`; `requires` is a
+    space-separated string of exercise ids ("1.3 1.4") or a tuple of them."""
+    out = []
+    for row in rows:
+        i, t, p, *req = row
+        r = req[0] if req else ()
+        out.append(Exercise(i, t, p, tuple(r.split()) if isinstance(r, str) else tuple(r)))
+    return tuple(out)
 
 
 STAGES: tuple[Stage, ...] = (
@@ -103,7 +114,15 @@ STAGES: tuple[Stage, ...] = (
     # (filled by the stage-06 work: Stage("06", "paged", "06_paged_attention", ...))
     # --- end stage 06 ---------------------------------------------------------------
     # --- stage 07 -------------------------------------------------------------------
-    # (filled by the stage-07 work: Stage("07", "server", "07_serving", ...))
+    Stage("07", "server", "07_serving", "Serving: an OpenAI-compatible HTTP server", _ex(
+        ("7.1", "Request validation: OpenAI-shaped 4xx errors", 20),
+        ("7.2", "Admission control by KV blocks: 503 + Retry-After", 15),
+        ("7.3", "Deadlines: first token and total", 10),
+        ("7.4", "Cancellation on client disconnect", 15),
+        ("7.5", "The streaming bridge and SSE framing", 15),
+        ("7.6", "Metrics and the per-request log line", 15),
+        ("7.7", "Graceful shutdown", 10),
+    )),
     # --- end stage 07 ---------------------------------------------------------------
     # --- stage 08 -------------------------------------------------------------------
     # (filled by the stage-08 work: Stage("08", "profiling", "08_profiling", ...))
