@@ -125,7 +125,15 @@ STAGES: tuple[Stage, ...] = (
     )),
     # --- end stage 07 ---------------------------------------------------------------
     # --- stage 08 -------------------------------------------------------------------
-    # (filled by the stage-08 work: Stage("08", "profiling", "08_profiling", ...))
+    Stage("08", "profiling", "08_profiling", "Profiling the whole stack", _ex(
+        ("8.1", "Honest timers: warm-up, repeats, sync", 10),
+        ("8.2", "torch.profiler around engine steps", 15),
+        ("8.3", "Memory accounting", 15),
+        ("8.4", "Throughput vs batch, and the knee", 15),
+        ("8.5", "The roofline: FLOPs, bytes, regime", 20),
+        ("8.6", "Request latency and the next change", 15),
+        ("8.7", "The profile report", 10),
+    )),
     # --- end stage 08 ---------------------------------------------------------------
 )
 
