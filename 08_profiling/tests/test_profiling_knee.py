@@ -1,0 +1,70 @@
+"""Exercise 8.4: the knee finder on synthetic curves, and a real (tiny) sweep."""
+
+import pytest
+
+import course
+
+prof = course.load("profiling")
+B = [1, 2, 4, 8, 16, 32, 64]
+
+
+@pytest.mark.exercise("8.4")
+def test_saturating_curve():
+    # gains per doubling: 100%, 100%, 75%, 7%, 1%, 1%: doubling past 8 stops paying
+    knee = prof.find_knee(B, [10, 20, 40, 70, 75, 76, 77], min_gain=0.1)
+    assert knee.batch == 8 and knee.index == 3 and knee.throughput == 70
+    assert knee.gains[0] == pytest.approx(1.0) and knee.gains[3] == pytest.approx(75 / 70 - 1)
+
+
+@pytest.mark.exercise("8.4")
+def test_flat_curve_knees_at_once():
+    assert prof.find_knee(B[:5], [100.0] * 5).batch == 1
+
+
+@pytest.mark.exercise("8.4")
+def test_linear_curve_has_no_knee():
+    assert prof.find_knee(B, [3.0 * b for b in B]) is None
+
+
+@pytest.mark.exercise("8.4")
+def test_a_noisy_dip_is_not_the_knee():
+    # 2 -> 4 dips (noise), but 8 is twice 4: the curve was still paying
+    knee = prof.find_knee([1, 2, 4, 8, 16, 32], [10, 20, 19, 40, 42, 43], min_gain=0.1)
+    assert knee.batch == 8
+
+
+@pytest.mark.exercise("8.4")
+def test_single_point_has_no_knee():
+    assert prof.find_knee([4], [123.0]) is None
+
+
+@pytest.mark.exercise("8.4")
+def test_unsorted_and_uneven_spacing():
+    # 3 -> 9 is log2(3) doublings: 10% per doubling would be 30 * 1.1**1.585 = 34.9 > 33
+    knee = prof.find_knee([9, 1, 3], [33.0, 10.0, 30.0], min_gain=0.1)
+    assert knee.batch == 3 and knee.index == 1
+    assert prof.find_knee([9, 1, 3], [36.0, 10.0, 30.0], min_gain=0.1) is None
+
+
+@pytest.mark.exercise("8.4")
+def test_sweep_on_a_real_model(model):
+    pts = prof.batch_sweep(model, [4, 1, 2], context=8, repeat=2, warmup=1)
+    assert [p.batch for p in pts] == [1, 2, 4]
+    for p in pts:
+        assert p.step_s > 0 and p.tokens_per_s == pytest.approx(p.batch / p.step_s)
+
+
+@pytest.mark.given
+@pytest.mark.parametrize("b, y, kw", [([1, 2], [1.0], {}), ([1, 1], [1.0, 2.0], {}), ([0, 1], [1.0, 2.0], {}),
+                                      ([1, 2], [1.0, float("nan")], {}), ([1, 2], [1.0, 2.0], {"min_gain": 0}),
+                                      ([], [], {})])
+def test_bad_curves_are_refused(b, y, kw):
+    with pytest.raises(ValueError):
+        prof.find_knee(b, y, **kw)
+
+
+@pytest.mark.given
+def test_decode_step_fn_keeps_the_cache_in_place(model):
+    step = prof.decode_step_fn(model, 2, 5)
+    a, b = step(), step()
+    assert a.shape == (2, 1, model.config.vocab_size) and (a == b).all()

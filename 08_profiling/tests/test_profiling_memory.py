@@ -1,0 +1,72 @@
+"""Exercise 8.3: memory accounting from tensor sizes, checked against sum(numel × element_size)
+and against what the allocator / the profiler's memory events report."""
+
+import pytest
+import torch
+
+import course
+from solutions.kv_cache import KVCache, QuantizedKVCache
+
+prof = course.load("profiling")
+
+
+def by_hand(*tensors) -> int:
+    return sum(t.numel() * t.element_size() for t in tensors)
+
+
+@pytest.mark.exercise("8.3")
+def test_model_bytes_are_its_parameters_once(model):
+    assert prof.nbytes(model) == by_hand(*model.parameters(), *model.buffers())
+    # the head is tied to the embedding: one storage, counted once
+    w = model.transformer.wte.weight
+    assert prof.nbytes(model.lm_head.weight, w) == by_hand(w)
+
+
+@pytest.mark.exercise("8.3")
+def test_views_share_their_storage():
+    x = torch.zeros(10, 6)
+    assert prof.nbytes(x, x[:3], x.view(-1), x.t()) == by_hand(x)
+    assert prof.nbytes([x, torch.ones(4, dtype=torch.float16)], {"a": torch.ones(3, dtype=torch.int8)}) == \
+        240 + 8 + 3
+
+
+@pytest.mark.exercise("8.3")
+@pytest.mark.parametrize("cls", [KVCache, QuantizedKVCache])
+def test_cache_bytes_are_its_buffers(model, cls):
+    cache = cls.for_model(model, 3, max_len=40)
+    tensors = [t for t in vars(cache).values() if isinstance(t, torch.Tensor)]
+    assert prof.nbytes(cache) == by_hand(*tensors)
+    assert prof.kv_pool_bytes(cache) == by_hand(*tensors)
+
+
+@pytest.mark.exercise("8.3")
+def test_peak_memory_of_known_allocations():
+    n = 1 << 16
+
+    def work():
+        a = torch.ones(n)
+        b = torch.ones(n)
+        del a, b
+        return torch.ones(n)  # peak: two buffers live at once
+
+    peak = prof.peak_step_memory(work)
+    assert 2 * 4 * n <= peak <= 2 * 4 * n + 4096
+
+
+@pytest.mark.exercise("8.3")
+def test_breakdown_of_a_real_engine(model):
+    engine = prof.decode_engine(model, 4, prompt_len=8)
+    mb = prof.memory_breakdown(model, engine)
+    assert mb.params == by_hand(*model.parameters())
+    assert mb.kv_pool == by_hand(engine.cache.k, engine.cache.v, engine.cache.lengths)
+    assert mb.activations > 0 and mb.python_state > 0
+    assert mb.allocator is None and mb.process > mb.params + mb.kv_pool  # RSS holds at least these
+    assert mb.kv_share == pytest.approx(mb.kv_pool / mb.total)
+
+
+@pytest.mark.given
+def test_a_cache_that_states_its_bytes():
+    class Pool:
+        nbytes = 12345
+
+    assert prof.kv_pool_bytes(Pool()) == 12345
