@@ -2,7 +2,8 @@
 
     course status                      progress over every stage, and what to do next
     course check 01                    run stage 01's tests, one line per exercise
-    course grade [--stages 01,02] [--hidden DIR] [--json results.json] [--summary out.md]
+    course grade [--submission DIR] [--stages 01,02] [--hidden DIR] [--json F] [--summary F]
+    course release OUT [--through NN] | --hidden OUT   the learner's / the grader's repository
     course demo [--stages 01]          run the reference stack end to end
     course bench 01 [-- ARGS]          run a stage's benchmark
     course stubs --write | --check     generate / verify the learner's stubs
@@ -24,7 +25,7 @@ from course import manifest
 from course.loader import IMPLS, current_impl, load, root, set_impl
 
 SYMBOL = {"done": "✔", "failing": "✘", "partial": "◐", "started": "…", "TODO": "·", "missing": "?",
-          "error": "!"}
+          "error": "!", "blocked": "⊘"}
 
 
 def _stages(arg: str | None) -> list[manifest.Stage]:
@@ -61,7 +62,9 @@ def cmd_stubs(args) -> int:
 # ---- check ------------------------------------------------------------------------------
 
 def cmd_check(args) -> int:
-    from course import grading, progress
+    """Run a stage's tests and print one line per exercise, then the failure that says the
+    most about it (see `course.feedback`), what blocks it, and the given-code tests apart."""
+    from course import feedback, grading, progress
 
     st = manifest.stage(args.stage)
     impl = args.impl or current_impl()
@@ -73,85 +76,140 @@ def cmd_check(args) -> int:
         os.environ["COURSE_NO_RECORD"] = env_record
     if impl == "student":
         progress.record(run.results)
-    entries = grading.grade_stage(st, run)
-    for e in entries:
-        print(f" {SYMBOL.get(e.state, ' ')} {_short(e.name, 44):<44} {e.state:>8}  {e.score:g}/{e.max_score:g}")
-        if e.state != "done":
-            first = e.output.split("First problem: ", 1)[-1]
-            print(f"     {_short(first, 150)}")
-    for err in run.errors:
-        print(f" ! {_short(err, 200)}")
-    done = sum(e.state == "done" for e in entries)
-    print(f"{done}/{len(entries)} exercises done in {time.perf_counter() - t0:.0f} s. "
+    lines, done = feedback.check_lines(st, run.results, run.errors)
+    print("\n".join(lines))
+    n = len(st.exercises)
+    print(f"{done}/{n} exercises done in {time.perf_counter() - t0:.0f} s. "
           f"Full output: pytest --impl {impl} {st.folder}")
-    return 0 if done == len(entries) and not run.errors else 1
+    return 0 if done == n and not run.errors else 1
 
 
 # ---- status -----------------------------------------------------------------------------
 
 def cmd_status(args) -> int:
-    from course import progress
+    """Progress over every stage from the saved results (no test runs): fast."""
+    from course import feedback, progress
 
     rows = progress.status()
     print(f"{'stage':<34} {'done':>7} {'points':>9}  next")
     print("-" * 78)
-    nxt = None
-    total_pts = got_pts = 0
+    total_pts = got_pts = 0.0
     for st in manifest.STAGES:
         mine = [r for r in rows if r.stage is st]
-        done = [r for r in mine if r.state == "done"]
+        done = [r for r in mine if r.done]
         pts = sum(r.exercise.points for r in mine)
-        got = sum(r.exercise.points for r in done)
+        got = sum(r.score for r in mine)
         total_pts, got_pts = total_pts + pts, got_pts + got
-        todo = next((r for r in mine if r.state != "done"), None)
-        if todo and nxt is None:
-            nxt = todo
-        marks = "".join(SYMBOL.get(r.state, "?") for r in mine)
-        nexts = f"{todo.exercise.id} {todo.exercise.title}" if todo else "complete"
-        print(f"{_short(st.number + ' ' + st.title, 34):<34} {len(done):>3}/{len(mine):<3} {got:>4}/{pts:<4}  "
-              f"{_short(nexts, 26)}")
+        todo = next((r for r in mine if not r.done), None)
+        if todo is None:
+            nexts = "complete"
+        elif todo.blocked_by:
+            nexts = f"{todo.exercise.id} blocked by {', '.join(todo.blocked_by)}"
+        else:
+            nexts = f"{todo.exercise.id} {todo.exercise.title}"
+        print(f"{_short(st.number + ' ' + st.title, 34):<34} {len(done):>3}/{len(mine):<3} "
+              f"{feedback.fmt_points(got, pts):>9}  {_short(nexts, 26)}")
         if args.verbose:
             for r in mine:
-                print(f"    {SYMBOL.get(r.state, '?')} {r.exercise.id:<5} {_short(r.exercise.title, 40):<40} "
-                      f"{r.state}")
+                extra = f" ⊘ {', '.join(r.blocked_by)}" if r.blocked_by else ""
+                line = (f"    {SYMBOL.get(r.state, '?')} {r.exercise.id:<5} "
+                        f"{_short(r.exercise.title, 38):<38} {r.state:>8} "
+                        f"{feedback.fmt_points(r.score, r.exercise.points):>8}{extra}")
+                print(line if len(line) <= 80 else line[:79] + "…")
+            g = progress.given(st.number)
+            if g and sum(g.get(k, 0) for k in ("passed", "failed", "skipped")):
+                ran = g.get("passed", 0) + g.get("failed", 0)
+                print(f"      given code (not graded): {g.get('passed', 0)}/{ran} tests pass")
     print("-" * 78)
-    print(f"{'total':<34} {'':>7} {got_pts:>4}/{total_pts:<4}")
+    print(f"{'total':<34} {'':>7} {feedback.fmt_points(got_pts, total_pts):>9}")
+    broken = [st.number for st in manifest.STAGES if (progress.given(st.number) or {}).get("failed")]
+    if broken:
+        print(f"! given-code tests failed in stage {', '.join(broken)}: "
+              f"did an edit break given code?")
+    pending = [r for r in rows if not r.done]
+    # the first exercise in course order that nothing blocks (its requirements are done)
+    nxt = next((r for r in pending if not r.blocked_by), pending[0] if pending else None)
     if nxt is not None:
         print(f"\nNext: exercise {nxt.exercise.id} \"{_short(nxt.exercise.title, 40)}\" ({nxt.state})\n"
               f"      read {nxt.stage.notebook}, fill in {nxt.stage.folder}/{nxt.stage.module}.py,\n"
               f"      then run `course check {nxt.stage.number}`.")
+        if nxt is not pending[0]:
+            first = pending[0]
+            print(_short(f"      ({first.exercise.id} comes first but is blocked by "
+                         f"{', '.join(first.blocked_by)}.)", 80))
+        elif nxt.blocked_by:
+            print(_short(f"      Blocked by {', '.join(nxt.blocked_by)}: its tests call that code.", 80))
         if nxt.message:
-            print(f"      Last run: {_short(nxt.message, 140)}")
+            print("\n".join(feedback.wrap(f"Last run: {nxt.message}", indent="      ", max_lines=2)))
     else:
         print("\nEvery exercise is done.")
-    print("Legend: ✔ done  ✘ failing  … changed since the last check  · TODO")
+    print("Legend: ✔ done  ◐ partial  ✘ failing  ⊘ blocked  … changed since the last run  · TODO")
     return 0
 
 
 # ---- grade ------------------------------------------------------------------------------
 
 def cmd_grade(args) -> int:
-    import json
     from pathlib import Path
 
     from course import grading
 
-    stages = _stages(args.stages)
+    def refuse(msg: str) -> int:
+        print(f"error: {msg}", file=sys.stderr)
+        return 2
+
+    try:
+        stages = _unique(_stages(args.stages))
+    except KeyError as e:
+        return refuse(e.args[0])
+    if not stages:
+        return refuse(f"--stages {args.stages!r} names no stage")
     hidden = Path(args.hidden) if args.hidden else None
     if hidden is not None and not hidden.is_dir():
-        print(f"course grade: --hidden {hidden} is not a folder", file=sys.stderr)
-        return 2
+        return refuse(f"--hidden {hidden} is not a folder")
+    submission = Path(args.submission) if args.submission else None
+    if submission is not None and not submission.is_dir():
+        return refuse(f"--submission {submission} is not a folder")
+    for opt, path in (("--json", args.json), ("--summary", args.summary)):
+        if path:
+            why = grading.check_writable(path)
+            if why:
+                return refuse(f"{opt} {path}: {why}; nothing was graded")
+    if args.json and args.summary and Path(args.json).resolve() == Path(args.summary).resolve():
+        return refuse("--json and --summary name the same file")
     impl = args.impl or "student"
-    entries = grading.grade(stages, impl=impl, hidden=hidden, timeout=args.timeout,
-                            progress=lambda m: print(m, file=sys.stderr, flush=True))
+    report: list[str] = []
+    entries = grading.grade(stages, impl=impl, hidden=hidden, timeout=args.timeout, submission=submission,
+                            progress=lambda m: print(m, file=sys.stderr, flush=True), report=report)
     print(grading.console_table(entries))
+    for line in report:
+        print(f"course grade: {line}", file=sys.stderr)
     if args.json:
-        Path(args.json).write_text(json.dumps(grading.gradescope_json(entries), indent=1), encoding="utf-8")
+        grading.write_atomic(args.json, grading.dump_json(entries))
         print(f"wrote {args.json}")
     if args.summary:
-        Path(args.summary).write_text(grading.markdown_summary(entries), encoding="utf-8")
+        grading.write_atomic(args.summary, grading.markdown_summary(entries, report=report))
         print(f"wrote {args.summary}")
     return 0
+
+
+def _unique(stages: list[manifest.Stage]) -> list[manifest.Stage]:
+    out: list[manifest.Stage] = []
+    for st in stages:
+        if st not in out:
+            out.append(st)
+    return out
+
+
+def _seconds(text: str) -> float:
+    """argparse type: a positive, finite number of seconds."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if not (value > 0) or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text!r}")
+    return value
 
 
 # ---- demo and bench ---------------------------------------------------------------------
@@ -172,6 +230,12 @@ def cmd_demo(args) -> int:
         print(f"--- stage {st.number} demo took {time.perf_counter() - t0:.1f} s", flush=True)
     print(f"\ncourse demo: {ran} stage(s) ran.")
     return 0 if ran else 1
+
+
+def cmd_profile(args) -> int:
+    from course import profile
+
+    return profile.run(args)
 
 
 def cmd_bench(args) -> int:
@@ -257,10 +321,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("grade", help="grade the learner's code (Gradescope results.json, Markdown summary)")
     s.add_argument("--stages", default=None, help="comma-separated stage numbers (default: all)")
-    s.add_argument("--hidden", default=None, metavar="DIR", help="an instructor's extra tests")
+    s.add_argument("--submission", default=None, metavar="DIR",
+                   help="the learner's repository: only its stub files (NN_stage/<module>.py) are graded, "
+                        "in a fresh copy of this course")
+    s.add_argument("--hidden", default=None, metavar="DIR",
+                   help="extra hidden tests, laid out as NN_stage/hidden_tests/ (what `course release --hidden` writes)")
     s.add_argument("--json", default=None, metavar="FILE", help="write Gradescope results.json")
     s.add_argument("--summary", default=None, metavar="FILE", help="write a Markdown summary")
-    s.add_argument("--timeout", type=int, default=60, help="seconds per test (default 60)")
+    s.add_argument("--timeout", type=_seconds, default=60, help="seconds per test (default 60)")
     s.add_argument("--impl", choices=IMPLS, default=argparse.SUPPRESS,
                    help="grade the learner's code (student, the default) or the reference (solution)")
     s.set_defaults(fn=cmd_grade)
@@ -273,6 +341,14 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("stage")
     s.add_argument("rest", nargs=argparse.REMAINDER)
     s.set_defaults(fn=cmd_bench)
+
+    s = sub.add_parser("profile", help="profile the stack on the default model; write a Markdown report (stage 08)")
+    s.add_argument("--stages", default=None, help="report sections: timers,ops,memory,sweep,roofline,latency (default: all)")
+    s.add_argument("--out", default="profile-report", metavar="DIR", help="report folder (default: profile-report)")
+    s.add_argument("--quick", action="store_true", help="fewer batch sizes and repeats (seconds, not a minute)")
+    s.add_argument("--device", default="cpu", help="cpu (default) or cuda")
+    s.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's current)")
+    s.set_defaults(fn=cmd_profile)
 
     s = sub.add_parser("stubs", help="generate (--write) or verify (--check) the learner's stubs")
     g = s.add_mutually_exclusive_group(required=True)

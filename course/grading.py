@@ -1,20 +1,44 @@
-"""Running a stage's tests in a subprocess, and grading them.
+"""Grading a learner's stages from a trusted copy, one contained child process at a time.
 
-Each stage runs in its own pytest process, so a learner's syntax error, import error or
-crash in one stage is reported for that stage while the others are still graded. Every
-test has a time limit (pytest-timeout), so an infinite loop fails one test, not the run.
+How `course grade` decides a score (the README's "How an instructor grades" tells the
+same story for people):
 
-Scoring: an exercise is worth its manifest points, earned in proportion to its tests that
-pass (all tests of an exercise passing = full points). An instructor's hidden tests are
-extra Gradescope entries worth `@pytest.mark.exercise("1.3", points=N)` points (1 if not
-given), visible after the due date.
+1. **A trusted copy.** For each stage a fresh temporary workspace is built from the
+   instructor's course: `pyproject.toml`, the stage folder (visible `tests/`, held-out
+   `hidden_tests/`, conftest files) and `solutions/` *without* the graded stage's module
+   and later ones. Only the learner's stub file `NN_stage/<module>.py` is taken from the
+   submission (a plain file inside it; links are refused). Edits to tests, harness,
+   workflow or solutions in the submission count for nothing.
+2. **Static checks before running anything** (the parent parses, never runs, learner
+   code): a syntax error is reported with the learner's file and line; a stub that imports
+   the graded stage's reference solution is flagged as tampering.
+3. **Canaries.** Two generated tests, named and marked like real held-out tests, are
+   written next to the hidden tests: one that must fail, one that must pass. Learner code
+   that rewrites reports turns the first into a pass, which the parent sees.
+4. **Contained runs** (`course.runner`): per-test events streamed to the parent; a crash
+   or a time-out fails one test, named, and the stage resumes in a new process. As root
+   the child runs as an unprivileged user with resource limits (`course.sandbox`).
+5. **Consistency.** Protocol anomalies, canaries, collected tests missing from the results,
+   test functions missing from the collection, files added to the virtual environment's
+   site-packages during the run: any of them marks the stage "tampering detected": 0
+   points and a line for the instructor (a hidden Gradescope entry and stderr).
+6. **Scoring.** An exercise is worth its manifest points, earned in proportion to its
+   *visible* tests that pass. A skipped test counts as not passed; a `gpu` test skipped
+   because the machine has no CUDA is reported and left out of the count (an exercise
+   with only such tests is worth 0 here and says so). An exercise with hidden tests gets a
+   second entry, visible after the due date, worth its manifest points again, earned in
+   proportion to the *weight* of its hidden tests that pass; a hidden test weighs its
+   marker's `points=N` (1 if not given). A test whose file could not be collected counts
+   as failing for the exercises that file marks.
 """
 
 from __future__ import annotations
 
+import ast
 import json
 import os
-import subprocess
+import random
+import shutil
 import sys
 import tempfile
 from dataclasses import dataclass, field
@@ -22,53 +46,65 @@ from pathlib import Path
 
 from course import manifest
 from course.loader import root
+from course.runner import Run, TestResult, run_tests
+from course.sandbox import Sandbox
 
 DEFAULT_TEST_TIMEOUT = 60  # seconds per test
-STAGE_TIMEOUT = 20 * 60  # seconds for a whole stage's run, a backstop
+STAGE_TIMEOUT = 20 * 60  # kept for callers of run_pytest; per-test limits decide now
+HIDDEN_DIR = "hidden_tests"
+MAX_STUB_BYTES = 4 << 20
 
+
+# ---- the old one-call runner (course check, course-level tests) -----------------------
 
 @dataclass
 class RunResult:
-    """One pytest run: per-test results (see the plugin) and what went wrong around them."""
+    """One contained pytest run: per-test results as dicts and what went wrong around them."""
 
     results: list[dict] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)  # collection errors, crashes, time-outs
     output: str = ""
     returncode: int = 0
+    anomalies: list[str] = field(default_factory=list)
+
+
+def _as_run_result(run: Run) -> RunResult:
+    return RunResult(results=[r.as_dict() for r in run.in_order()], errors=list(run.errors), output=run.output,
+                     returncode=0 if not run.errors else 1, anomalies=list(run.anomalies))
 
 
 def run_pytest(paths: list[str | Path], impl: str, *, timeout: int = DEFAULT_TEST_TIMEOUT,
-               extra: list[str] | None = None, stage_timeout: int = STAGE_TIMEOUT) -> RunResult:
-    """Run pytest on `paths` against `impl` in a subprocess and read back its results."""
-    with tempfile.TemporaryDirectory(prefix="course-") as tmp:
-        res_file = Path(tmp) / "results.json"
-        cmd = [sys.executable, "-m", "pytest", *map(str, paths), f"--impl={impl}",
-               f"--course-results={res_file}", f"--timeout={timeout}", "-q", "-rN",
-               "--no-header", "-p", "no:cacheprovider", *(extra or [])]
-        env = dict(os.environ, COURSE_IMPL=impl, COURSE_ROOT=str(root()), PYTHONUNBUFFERED="1")
-        env.setdefault("COURSE_NO_RECORD", "1")
-        try:
-            proc = subprocess.run(cmd, cwd=root(), env=env, capture_output=True, text=True,
-                                  timeout=stage_timeout)
-            out, rc = proc.stdout + proc.stderr, proc.returncode
-        except subprocess.TimeoutExpired as e:
-            out = (e.stdout or "") if isinstance(e.stdout, str) else (e.stdout or b"").decode(errors="replace")
-            return RunResult(errors=[f"the run exceeded {stage_timeout} s and was stopped"], output=out,
-                             returncode=-1)
-        run = RunResult(output=out, returncode=rc)
-        if res_file.exists():
-            data = json.loads(res_file.read_text(encoding="utf-8"))
-            run.results = data["results"]
-            run.errors = data.get("errors", [])
-        else:
-            tail = "\n".join(out.strip().splitlines()[-6:])
-            run.errors.append(f"pytest did not finish (exit {rc}):\n{tail}")
-        return run
+               extra: list[str] | None = None, stage_timeout: int = STAGE_TIMEOUT,
+               hidden: bool = False) -> RunResult:
+    """Run pytest on `paths` in the course as it is (no copy, no sandbox), against `impl`,
+    one contained child process at a time (a crash or a time-out fails one test)."""
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    env.setdefault("COURSE_NO_RECORD", "1")
+    return _as_run_result(run_tests(paths, impl, root=root(), timeout=timeout, env=env, hidden=hidden,
+                                    extra=extra))
 
 
 def stage_test_dir(st: manifest.Stage) -> Path:
     return root() / st.folder / "tests"
 
+
+def stage_hidden_dir(st: manifest.Stage, base: Path | None = None) -> Path:
+    return (base or root()) / st.folder / HIDDEN_DIR
+
+
+def stage_test_paths(st: manifest.Stage, hidden: bool = True) -> list[Path]:
+    """The stage's visible tests, and its hidden tests when present and wanted."""
+    paths = [stage_test_dir(st)]
+    if hidden and stage_hidden_dir(st).is_dir():
+        paths.append(stage_hidden_dir(st))
+    return paths
+
+
+def has_solution(st: manifest.Stage) -> bool:
+    return (root() / "solutions" / f"{st.module}.py").exists()
+
+
+# ---- entries ---------------------------------------------------------------------------
 
 @dataclass
 class Entry:
@@ -81,81 +117,468 @@ class Entry:
     visibility: str = "visible"
     stage: str = ""
     exercise: str = ""
-    state: str = ""  # done / partial / TODO / failing / error
+    state: str = ""  # done / partial / TODO / failing / error / tampering / no-gpu / note
 
     def as_gradescope(self) -> dict:
         return {"name": self.name, "score": round(self.score, 2), "max_score": self.max_score,
                 "output": self.output, "visibility": self.visibility}
 
 
+def _is_hidden(nodeid: str) -> bool:
+    parts = nodeid.split("::")[0].replace("\\", "/").split("/")
+    return len(parts) >= 2 and parts[1] == HIDDEN_DIR
+
+
 def _first_problem(rs: list[dict]) -> str:
     for r in rs:
-        if r["outcome"] == "failed":
-            return f"{r['nodeid'].split('::')[-1]}: {r['message']}"
+        if r["outcome"] != "passed":
+            msg = r.get("message") or (f"skipped: {r.get('skip_reason')}" if r["outcome"] == "skipped" else "")
+            return f"{r['nodeid'].split('::')[-1]}: {msg}"
     return ""
 
 
-def grade_stage(st: manifest.Stage, run: RunResult) -> list[Entry]:
-    by_ex: dict[str, list[dict]] = {e.id: [] for e in st.exercises}
+_HAS_CUDA: bool | None = None
+
+
+def _machine_has_cuda() -> bool:
+    global _HAS_CUDA
+    if _HAS_CUDA is None:
+        try:
+            import torch
+
+            _HAS_CUDA = bool(torch.cuda.is_available())
+        except Exception:
+            _HAS_CUDA = False
+    return _HAS_CUDA
+
+
+def _not_counted(r: dict) -> bool:
+    """A gpu test skipped by the plugin on a machine without CUDA: reported, not counted."""
+    return (r["outcome"] == "skipped" and r.get("gpu") and r.get("skip_reason", "").endswith("needs CUDA")
+            and not _machine_has_cuda())
+
+
+def grade_stage(st: manifest.Stage, run: RunResult, with_hidden: bool = False) -> list[Entry]:
+    """Entries of one stage from a run: one per exercise (visible tests), and with
+    `with_hidden` one per exercise that has hidden tests."""
+    vis: dict[str, list[dict]] = {e.id: [] for e in st.exercises}
+    hid: dict[str, list[dict]] = {e.id: [] for e in st.exercises}
     for r in run.results:
-        if r.get("exercise") in by_ex:
-            by_ex[r["exercise"]].append(r)
+        ex = r.get("exercise")
+        if ex in vis:
+            (hid if _is_hidden(r["nodeid"]) else vis)[ex].append(r)
     entries = []
     for ex in st.exercises:
-        rs = by_ex[ex.id]
+        rs = vis[ex.id]
         name = f"{ex.id} {ex.title}"
         if not rs:
             why = run.errors[0] if run.errors else "no test of this exercise ran"
             entries.append(Entry(name, 0.0, ex.points, f"ERROR: {why}", stage=st.number, exercise=ex.id,
                                  state="error"))
             continue
-        passed = sum(r["outcome"] == "passed" for r in rs)
-        counted = [r for r in rs if r["outcome"] != "skipped"]
-        frac = passed / len(counted) if counted else 1.0
+        counted = [r for r in rs if not _not_counted(r)]
+        if not counted:
+            entries.append(Entry(name, 0.0, 0, f"not graded here: all {len(rs)} test(s) need CUDA and this machine "
+                                 "has none", stage=st.number, exercise=ex.id, state="no-gpu"))
+            continue
+        passed = sum(r["outcome"] == "passed" for r in counted)
+        frac = passed / len(counted)
+        skipped = sum(r["outcome"] == "skipped" for r in counted)
+        extra = f" ({skipped} skipped, counted as not passed)" if skipped else ""
+        gpu_note = f"; {len(rs) - len(counted)} gpu test(s) not counted (no CUDA)" if len(rs) > len(counted) else ""
         if frac == 1.0:
-            state, out = "done", f"{passed}/{len(counted)} tests passed"
+            state, out = "done", f"{passed}/{len(counted)} tests passed{gpu_note}"
         else:
             todo = any(r.get("todo") for r in rs)
             state = "TODO" if todo and passed == 0 else ("partial" if passed else "failing")
-            out = f"{passed}/{len(counted)} tests passed. First problem: {_first_problem(rs)}"
-        entries.append(Entry(name, ex.points * frac, ex.points, out, stage=st.number, exercise=ex.id,
-                             state=state))
+            out = f"{passed}/{len(counted)} tests passed{extra}{gpu_note}. First problem: {_first_problem(counted)}"
+        entries.append(Entry(name, ex.points * frac, ex.points, out, stage=st.number, exercise=ex.id, state=state))
+    if with_hidden:
+        for ex in st.exercises:
+            rs = [r for r in hid[ex.id] if not _not_counted(r)]
+            if not rs:
+                continue
+            weights = [float(r.get("points") or 1) for r in rs]
+            frac = sum(w for w, r in zip(weights, rs) if r["outcome"] == "passed") / sum(weights)
+            npass = sum(r["outcome"] == "passed" for r in rs)
+            out = f"{npass}/{len(rs)} hidden tests passed"
+            if npass < len(rs):
+                out += f". First problem: {_first_problem(rs)}"
+            state = "done" if npass == len(rs) else ("partial" if npass else "failing")
+            entries.append(Entry(f"{ex.id} {ex.title} (hidden tests)", ex.points * frac, ex.points, out,
+                                 visibility="after_due_date", stage=st.number, exercise=ex.id, state=state))
     return entries
 
 
-def grade_hidden(run: RunResult, stages: list[manifest.Stage]) -> list[Entry]:
-    wanted = {e.id for s in stages for e in s.exercises}
-    entries = []
-    for r in run.results:
-        ex = r.get("exercise")
-        if ex not in wanted:
+# ---- the trusted copy --------------------------------------------------------------------
+
+class SubmissionError(ValueError):
+    """A submission that cannot be graded as given (a link, a huge file, not a folder)."""
+
+
+def read_stub(submission: Path, st: manifest.Stage) -> tuple[str | None, str]:
+    """(the learner's stub text or None, a note). Only a plain file inside the submission."""
+    path = submission / st.folder / f"{st.module}.py"
+    rel = f"{st.folder}/{st.module}.py"
+    if path.is_symlink() or any(p.is_symlink() for p in path.parents if submission in (p, *p.parents)
+                                and p != submission):
+        return None, f"{rel} in the submission is a link; only plain files are graded"
+    if not path.exists():
+        return None, f"{rel} is not in the submission; its stub was graded"
+    if not path.is_file():
+        return None, f"{rel} in the submission is not a file"
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    except OSError as e:
+        return None, f"{rel} could not be read: {e.strerror}"
+    with os.fdopen(fd, "rb") as f:
+        data = f.read(MAX_STUB_BYTES + 1)
+    if len(data) > MAX_STUB_BYTES:
+        return None, f"{rel} is larger than {MAX_STUB_BYTES >> 20} MiB"
+    return data.decode("utf-8", errors="replace"), ""
+
+
+_COPY_IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", "*.ipynb", ".ipynb_checkpoints", ".hypothesis",
+                                      ".pytest_cache", "out", "data", "bench_results")
+
+
+@dataclass
+class Workspace:
+    path: Path
+    stage: manifest.Stage
+    canary_fail: str  # nodeids of the canaries
+    canary_pass: str
+    test_files: list[Path]  # relative to path
+    hidden_sources: list[str]
+
+
+_WORDS = ("shapes", "edge", "seeds", "large", "small", "random", "invariants", "batched", "cases", "dtype",
+          "repeat", "order", "mixed", "extra", "bounds", "values", "grid", "sizes", "zero", "sparse")
+
+
+def _canary_source(st: manifest.Stage, rng: random.Random) -> tuple[str, str, str, str]:
+    """(file name, source, name of the must-fail test, name of the must-pass test)."""
+    w = rng.sample(_WORDS, 5)
+    fname = f"test_{st.module}_{w[0]}_{rng.randrange(10, 99)}.py"
+    fail_name, pass_name = f"test_{w[1]}_{w[2]}", f"test_{w[3]}_{w[4]}"
+    ex_fail, ex_pass = rng.choice(st.exercises).id, rng.choice(st.exercises).id
+    attr = "".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(10))
+    vals = [rng.randrange(-1000, 1000) for _ in range(6)]
+    src = (f'"""Held-out checks of stage {st.number}: {w[0]} and {w[3]}."""\n'
+           "import pytest\n\nimport course\n\n\n"
+           f'@pytest.mark.exercise("{ex_fail}")\n'
+           f"def {fail_name}():\n"
+           f'    mod = course.load("{st.module}")\n'
+           f'    assert getattr(mod, "{attr}", None) is not None, "the module has no {attr}"\n\n\n'
+           f'@pytest.mark.exercise("{ex_pass}")\n'
+           f"def {pass_name}():\n"
+           f"    values = {vals!r}\n"
+           f"    assert sorted(values) == {sorted(vals)!r}\n")
+    return fname, src, fail_name, pass_name
+
+
+def build_workspace(st: manifest.Stage, stub_text: str | None, hidden_from: Path | None = None,
+                    canaries: bool = True, rng: random.Random | None = None, withhold: bool = True) -> Workspace:
+    """A fresh copy of the instructor's course for grading stage `st`."""
+    src = root()
+    ws = Path(tempfile.mkdtemp(prefix=f"course-grade-{st.number}-"))
+    os.chmod(ws, 0o755)
+    for name in ("pyproject.toml", "conftest.py", "setup.cfg"):
+        if (src / name).is_file():
+            shutil.copy2(src / name, ws / name)
+    withheld = {s.module for s in manifest.STAGES if int(s.number) >= int(st.number)} if withhold else set()
+    shutil.copytree(src / "solutions", ws / "solutions", ignore=lambda d, names: [
+        n for n in _COPY_IGNORE(d, names)] + [n for n in names if Path(d) == src / "solutions"
+                                              and n.endswith(".py") and n[:-3] in withheld])
+    shutil.copytree(src / st.folder, ws / st.folder, ignore=_COPY_IGNORE)
+    if hidden_from is not None:
+        extra = hidden_from / st.folder / HIDDEN_DIR
+        if extra.is_dir():
+            shutil.copytree(extra, ws / st.folder / HIDDEN_DIR, ignore=_COPY_IGNORE, dirs_exist_ok=True)
+    stub = ws / st.folder / f"{st.module}.py"
+    if stub_text is not None:
+        stub.write_text(stub_text, encoding="utf-8")
+    hdir = ws / st.folder / HIDDEN_DIR
+    cf = cp = ""
+    if canaries:
+        rng = rng or random.SystemRandom()
+        hdir.mkdir(exist_ok=True)
+        fname, text, fail_name, pass_name = _canary_source(st, rng)
+        (hdir / fname).write_text(text, encoding="utf-8")
+        rel = f"{st.folder}/{HIDDEN_DIR}/{fname}"
+        cf, cp = f"{rel}::{fail_name}", f"{rel}::{pass_name}"
+    files = sorted(p.relative_to(ws) for d in ("tests", HIDDEN_DIR) for p in (ws / st.folder / d).rglob("test_*.py")
+                   if (ws / st.folder / d).is_dir())
+    hidden_sources = [p.read_text(encoding="utf-8", errors="replace") for p in (hdir.rglob("*.py") if hdir.is_dir() else [])
+                      if cf.split("::")[0] != str(p.relative_to(ws))]
+    return Workspace(ws, st, cf, cp, files, hidden_sources)
+
+
+def marked_functions(path: Path) -> dict[str, str]:
+    """{test function name: exercise id} of a test file, read without running it."""
+    out: dict[str, str] = {}
+    try:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+    except (SyntaxError, OSError, UnicodeDecodeError):
+        return out
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.startswith("test"):
+            for d in node.decorator_list:
+                if (isinstance(d, ast.Call) and isinstance(d.func, ast.Attribute) and d.func.attr == "exercise"
+                        and d.args and isinstance(d.args[0], ast.Constant) and isinstance(d.args[0].value, str)):
+                    out[node.name] = d.args[0].value
+    return out
+
+
+# ---- static checks of the learner's file ----------------------------------------------------
+
+def syntax_problem(text: str, rel: str) -> str | None:
+    try:
+        ast.parse(text, filename=rel)
+    except SyntaxError as e:
+        line = (e.text or "").strip()
+        where = f"{rel}, line {e.lineno}" + (f": {line}" if line else "")
+        return f"SyntaxError in your file {where} ({e.msg})"
+    except ValueError as e:  # null bytes
+        return f"your file {rel} is not valid Python source ({e})"
+    return None
+
+
+def imports_reference(text: str, st: manifest.Stage) -> str | None:
+    """A reason if the learner's file reaches for the graded stage's reference solution."""
+    withheld = {s.module for s in manifest.STAGES if int(s.number) >= int(st.number)}
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):
+        return None
+    for node in ast.walk(tree):
+        names: list[str] = []
+        if isinstance(node, ast.ImportFrom) and node.module:
+            names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+        elif isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            v = node.value.replace("/", ".").replace("\\", ".")
+            names = [v[:-3] if v.endswith(".py") else v]
+        for n in names:
+            parts = n.split(".")
+            for i in range(len(parts) - 1):
+                if parts[i] == "solutions" and parts[i + 1] in withheld:
+                    return (f"the learner's file imports the reference solution `solutions.{parts[i + 1]}` "
+                            f"(line {getattr(node, 'lineno', '?')})")
+    return None
+
+
+# ---- grading ---------------------------------------------------------------------------------
+
+def _site_packages_state() -> dict[str, float]:
+    """.pth files and top-level modules in the interpreter's site-packages (a venv)."""
+    import site
+    import sysconfig
+
+    dirs = {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}
+    try:
+        dirs.update(site.getsitepackages())
+    except AttributeError:
+        pass
+    state = {}
+    for d in dirs:
+        try:
+            for name in os.listdir(d):
+                if name.endswith((".pth", ".py")):
+                    p = os.path.join(d, name)
+                    state[p] = os.stat(p).st_mtime
+        except OSError:
+            pass
+    return state
+
+
+@dataclass
+class StageGrade:
+    stage: manifest.Stage
+    entries: list[Entry]
+    tampering: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def _child_env(sandbox: Sandbox, impl: str) -> dict:
+    keep = ("PATH", "LANG", "LC_ALL", "TZ", "CUDA_VISIBLE_DEVICES", "TRITON_INTERPRET", "OMP_NUM_THREADS",
+            "MKL_NUM_THREADS")
+    env = {k: os.environ[k] for k in keep if k in os.environ}
+    home = str(sandbox.home)
+    env.update(HOME=home, TMPDIR=home, MPLCONFIGDIR=home, MPLBACKEND="Agg", COURSE_IMPL=impl,
+               COURSE_NO_RECORD="1", PYTHONUNBUFFERED="1", HYPOTHESIS_STORAGE_DIRECTORY=f"{home}/.hypothesis")
+    env.setdefault("PATH", os.defpath)
+    return env
+
+
+def _redact(text: str, hidden_sources: list[str]) -> str:
+    """Withhold output that quotes a hidden test's source (learner code can read it)."""
+    if not text or not hidden_sources:
+        return text
+    for src in hidden_sources:
+        for line in src.splitlines():
+            s = line.strip()
+            if len(s) >= 24 and s in text:
+                return "(output withheld: it quotes a hidden test's source)"
+    return text
+
+
+def grade_one(st: manifest.Stage, impl: str, *, submission: Path | None, hidden_from: Path | None,
+              timeout: float, sandbox: Sandbox) -> StageGrade:
+    notes: list[str] = []
+    tamper: list[str] = []
+    rel = f"{st.folder}/{st.module}.py"
+    stub_text: str | None = None
+    if impl == "student":
+        base = submission if submission is not None else root()
+        stub_text, note = read_stub(base, st)
+        if note:
+            notes.append(note)
+        if stub_text is None:
+            stub_path = root() / rel
+            stub_text = stub_path.read_text(encoding="utf-8") if stub_path.exists() else None
+    if stub_text is not None and impl == "student":
+        problem = syntax_problem(stub_text, rel)
+        if problem:
+            run = RunResult(errors=[problem])
+            return StageGrade(st, grade_stage(st, run, with_hidden=False), [], notes)
+        why = imports_reference(stub_text, st)
+        if why:
+            tamper.append(why)
+    ws = build_workspace(st, stub_text, hidden_from=hidden_from, withhold=impl == "student")
+    try:
+        for p in (ws.path / st.folder).rglob("*"):
+            if p.is_dir():
+                os.chmod(p, 0o755)
+            else:
+                os.chmod(p, 0o644)
+        before = _site_packages_state()
+        paths = [ws.path / st.folder / "tests"]
+        if (ws.path / st.folder / HIDDEN_DIR).is_dir():
+            paths.append(ws.path / st.folder / HIDDEN_DIR)
+        run = run_tests(paths, impl, root=ws.path, timeout=timeout, sandbox=sandbox, env=_child_env(sandbox, impl),
+                        hidden=True)
+        after = _site_packages_state()
+        changed = sorted(set(after) ^ set(before) | {p for p in after if p in before and after[p] != before[p]})
+        if changed:
+            tamper.append(f"files in the virtual environment's site-packages changed during the run: "
+                          f"{', '.join(os.path.basename(c) for c in changed[:3])}")
+        tamper += [f"the test process broke the grading protocol: {a}" for a in run.anomalies[:5]]
+        tamper += _check_canaries_and_collection(run, ws)
+        # canaries are the grader's, not the learner's: drop them before scoring
+        for c in (ws.canary_fail, ws.canary_pass):
+            run.results.pop(c, None)
+            run.collected.pop(c, None)
+        rr = _as_run_result(run)
+        rr.results += _uncollected_failures(run, ws)
+        for r in rr.results:
+            r["message"] = _redact(r.get("message", ""), ws.hidden_sources)
+        rr.errors = [_redact(_localise(e, ws.path), ws.hidden_sources) for e in rr.errors]
+        entries = grade_stage(st, rr, with_hidden=True)
+    finally:
+        shutil.rmtree(ws.path, ignore_errors=True)
+    if tamper:
+        for e in entries:
+            e.score, e.state = 0.0, "tampering"
+            e.output = "tampering detected: this stage scores 0; your instructor has the details"
+    return StageGrade(st, entries, tamper, notes)
+
+
+def _localise(text: str, ws: Path) -> str:
+    return text.replace(str(ws) + os.sep, "").replace(str(ws), ".")
+
+
+def _check_canaries_and_collection(run: Run, ws: Workspace) -> list[str]:
+    if run.collect_failed:
+        return []
+    out = []
+    cf = run.results.get(ws.canary_fail)
+    cp = run.results.get(ws.canary_pass)
+    collect_errors = bool(run.errors)
+    if ws.canary_fail:
+        if cf is None:
+            if not collect_errors:
+                out.append("a grader's check test was never reported (tests were removed from the run)")
+        elif cf.outcome != "failed":
+            out.append(f"a grader's check test that must fail was reported {cf.outcome}")
+        if cp is None:
+            if not collect_errors:
+                out.append("a grader's check test was never reported (tests were removed from the run)")
+        elif cp.outcome != "passed" and cp.contained != "timeout":
+            out.append(f"a grader's check test that must pass was reported {cp.outcome}: {cp.message[:120]}")
+    # every marked test function of a file that collected must be in the collection
+    collected_files: dict[str, set[str]] = {}
+    for node in run.collected:
+        parts = node.split("::")
+        collected_files.setdefault(parts[0], set()).update(p.split("[")[0] for p in parts[1:])
+    for rel in ws.test_files:
+        key = str(rel).replace(os.sep, "/")
+        if key not in collected_files:
+            continue  # not collected at all: a collection error, scored by _uncollected_failures
+        missing = set(marked_functions(ws.path / rel)) - collected_files[key]
+        if missing:
+            out.append(f"tests of {key} were left out of the collection: {sorted(missing)[:3]}")
+    return out
+
+
+def _uncollected_failures(run: Run, ws: Workspace) -> list[dict]:
+    """A failing result for every marked test function of a file that did not collect."""
+    files = {n.split("::")[0] for n in run.collected}
+    out = []
+    for rel in ws.test_files:
+        key = str(rel).replace(os.sep, "/")
+        if key in files or key == ws.canary_fail.split("::")[0]:
             continue
-        pts = float(r.get("points") or 1)
-        ok = r["outcome"] == "passed"
-        entries.append(Entry(f"hidden {ex}: {r['nodeid'].split('::')[-1]}", pts if ok else 0.0, pts,
-                             "passed" if ok else r["message"], visibility="after_due_date",
-                             stage=manifest.stage_of(ex).number, exercise=ex,
-                             state="done" if ok else "failing"))
-    for e in run.errors:
-        entries.append(Entry("hidden tests: error", 0.0, 0.0, e, visibility="after_due_date", state="error"))
-    return entries
+        why = next((e for e in run.errors if key in e), run.errors[0] if run.errors else "it was not collected")
+        for fn, ex in marked_functions(ws.path / rel).items():
+            out.append({"nodeid": f"{key}::{fn}", "exercise": ex, "points": None, "given": False, "gpu": False,
+                        "outcome": "failed", "todo": None, "message": f"could not collect {key}: {_localise(why, ws.path)}",
+                        "duration": 0.0, "skip_reason": ""})
+    return out
 
 
 def grade(stages: list[manifest.Stage], impl: str = "student", hidden: Path | None = None,
-          timeout: int = DEFAULT_TEST_TIMEOUT, progress=None) -> list[Entry]:
-    entries: list[Entry] = []
+          timeout: float = DEFAULT_TEST_TIMEOUT, progress=None, submission: Path | None = None,
+          report: list | None = None) -> list[Entry]:
+    """Grade `stages`; returns the Gradescope entries. `report` (a list) receives the
+    instructor's lines: tampering, notes, what the sandbox could not do."""
+    if hidden is not None and not Path(hidden).is_dir():
+        raise FileNotFoundError(f"hidden test folder {hidden} does not exist")
+    if submission is not None and not Path(submission).is_dir():
+        raise FileNotFoundError(f"submission folder {submission} does not exist")
+    seen, unique = set(), []
     for st in stages:
-        if progress:
-            progress(f"grading stage {st.number} ({st.folder}) ...")
-        entries += grade_stage(st, run_pytest([stage_test_dir(st)], impl, timeout=timeout))
-    if hidden is not None:
-        if not Path(hidden).is_dir():
-            raise FileNotFoundError(f"hidden test folder {hidden} does not exist")
-        if progress:
-            progress(f"running hidden tests in {hidden} ...")
-        entries += grade_hidden(run_pytest([Path(hidden).resolve()], impl, timeout=timeout), stages)
+        if st.number not in seen:
+            seen.add(st.number)
+            unique.append(st)
+    sandbox = Sandbox.create()
+    lines = report if report is not None else []
+    if sandbox.note:
+        lines.append(f"sandbox: {sandbox.note}")
+    entries: list[Entry] = []
+    try:
+        for st in unique:
+            if not has_solution(st):
+                lines.append(f"stage {st.number} is planned (no reference solution yet): not graded")
+                continue
+            if progress:
+                progress(f"grading stage {st.number} ({st.folder}) ...")
+            g = grade_one(st, impl, submission=Path(submission).resolve() if submission else None,
+                          hidden_from=Path(hidden).resolve() if hidden else None, timeout=timeout, sandbox=sandbox)
+            entries += g.entries
+            for n in g.notes:
+                lines.append(f"stage {st.number}: {n}")
+            if g.tampering:
+                lines.append(f"TAMPERING DETECTED in stage {st.number}: " + "; ".join(g.tampering))
+                entries.append(Entry(f"{st.number} tampering detected", 0.0, 0,
+                                     "; ".join(g.tampering), visibility="hidden", stage=st.number, state="tampering"))
+    finally:
+        sandbox.close()
     return entries
 
+
+# ---- outputs -----------------------------------------------------------------------------
 
 def gradescope_json(entries: list[Entry]) -> dict:
     score = sum(e.score for e in entries)
@@ -166,7 +589,7 @@ def gradescope_json(entries: list[Entry]) -> dict:
             "tests": [e.as_gradescope() for e in entries]}
 
 
-def markdown_summary(entries: list[Entry], show_hidden: bool = False) -> str:
+def markdown_summary(entries: list[Entry], show_hidden: bool = False, report: list[str] | None = None) -> str:
     shown = [e for e in entries if show_hidden or e.visibility == "visible"]
     score = sum(e.score for e in shown)
     total = sum(e.max_score for e in shown)
@@ -175,9 +598,11 @@ def markdown_summary(entries: list[Entry], show_hidden: bool = False) -> str:
     for e in shown:
         note = e.output.replace("|", "\\|").replace("\n", " ")[:160]
         lines.append(f"| {e.name} | {e.score:.1f} / {e.max_score:g} | {e.state} | {note} |")
-    hidden = [e for e in entries if e.visibility != "visible"]
+    hidden = [e for e in entries if e.visibility == "after_due_date"]
     if hidden and not show_hidden:
         lines += ["", f"{len(hidden)} hidden test(s) are graded and shown after the due date."]
+    if report:
+        lines += ["", "### For the instructor", ""] + [f"- {ln}" for ln in report]
     return "\n".join(lines) + "\n"
 
 
@@ -190,3 +615,43 @@ def console_table(entries: list[Entry], width: int = 80) -> str:
     total = sum(e.max_score for e in entries)
     lines += ["-" * min(width, 66), f"{'total':<45} {f'{score:.1f}/{total:g}':>10}"]
     return "\n".join(lines)
+
+
+def check_writable(path: str | Path) -> str | None:
+    """Why `path` cannot be written atomically, or None."""
+    p = Path(path)
+    if p.is_dir():
+        return f"{p} is a folder"
+    parent = p.parent if str(p.parent) else Path(".")
+    if not parent.is_dir():
+        return f"the folder {parent} does not exist"
+    if not os.access(parent, os.W_OK | os.X_OK):
+        return f"the folder {parent} is not writable"
+    return None
+
+
+def write_atomic(path: str | Path, text: str) -> None:
+    """Write `text` to a temporary file next to `path`, then rename it into place."""
+    p = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent if str(p.parent) else ".")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, p)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def dump_json(entries: list[Entry]) -> str:
+    return json.dumps(gradescope_json(entries), indent=1)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit("use `course grade`")

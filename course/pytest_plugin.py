@@ -10,13 +10,27 @@
   Stages whose tests run thousands of tiny matrix products use it from their conftest:
   a second thread only adds synchronisation there, or waiting for a core on a busy machine.
 - `--course-results FILE`: write every test's outcome, exercise and first failure line as
-  JSON (used by `course check`, `course grade` and `course status`).
+  JSON (kept for tools that read a file after the run).
+- `--course-events-fd N`: stream one JSON line per event (collected, start, result,
+  finish) to file descriptor N as it happens. `course grade` and `course check` read it
+  in the parent process, which decides and writes the results (see `course.runner`).
+- hidden tests (`NN_stage/hidden_tests/`) are left out of a plain `pytest NN_stage`; they
+  run with `--hidden-tests`, or when named on the command line (`pytest NN_stage/hidden_tests`).
+- a per-test time limit that kills: pytest-timeout's `--timeout` (ini `timeout`) is
+  enforced by this plugin (its `pytest_timeout_set_timer` hook): an alarm raises
+  `CourseTimeout`, a BaseException that Hypothesis does not catch and retry, and a
+  faulthandler watchdog ends the process a few seconds later if the test is stuck inside C
+  code (`sum(itertools.count())`), printing where it was.
 """
 
 from __future__ import annotations
 
+import faulthandler
 import json
 import os
+import signal
+import sys
+import threading
 import time
 from pathlib import Path
 
@@ -26,6 +40,13 @@ from course import loader
 
 _RESULTS_KEY = pytest.StashKey[list]()
 _ERRORS_KEY = pytest.StashKey[list]()
+HIDDEN_DIR = "hidden_tests"
+HARD_GRACE = 10.0  # seconds after the time limit before the watchdog ends the process
+
+try:  # the real stderr, saved before pytest captures fd 2: the watchdog writes here
+    _REAL_STDERR = os.fdopen(os.dup(2), "w", closefd=True)
+except OSError:  # pragma: no cover - no stderr at all
+    _REAL_STDERR = None
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -34,6 +55,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                 help="test the learner's stubs (student) or the reference solutions (solution)")
     g.addoption("--course-results", default=None, metavar="FILE",
                 help="write per-test outcomes with their exercise ids to FILE as JSON")
+    g.addoption("--course-events-fd", type=int, default=None, metavar="N",
+                help="stream per-test events as JSON lines to file descriptor N (used by course grade)")
+    g.addoption("--course-done", default=None, metavar="FILE",
+                help="deselect the test ids listed in FILE, one a line (a resumed grading run)")
+    g.addoption("--hidden-tests", action="store_true", default=False,
+                help="also collect the stages' hidden_tests/ folders (the grader and `make test` do)")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -52,12 +79,26 @@ def pytest_report_header(config: pytest.Config) -> str:
 
 
 def _in_stage_tests(item: pytest.Item) -> bool:
-    """Is this test one of the course's own stage tests (NN_stage/tests/...)?"""
+    """Is this test one of the course's own stage tests (NN_stage/tests/... or hidden_tests/...)?"""
     try:
         rel = Path(str(item.path)).resolve().relative_to(loader.root())
     except ValueError:
         return False
-    return len(rel.parts) >= 3 and rel.parts[0][:2].isdigit() and rel.parts[1] == "tests"
+    return len(rel.parts) >= 3 and rel.parts[0][:2].isdigit() and rel.parts[1] in ("tests", HIDDEN_DIR)
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config):
+    """Leave a stage's hidden_tests/ out of a plain run (`pytest 01_autograd`), unless asked
+    for with --hidden-tests or named on the command line."""
+    if collection_path.name != HIDDEN_DIR or config.getoption("--hidden-tests", False):
+        return None
+    here = collection_path.resolve()
+    for arg in config.args:
+        p = Path(str(arg).split("::")[0])
+        p = (Path(config.invocation_params.dir) / p).resolve() if not p.is_absolute() else p.resolve()
+        if p == here or here in p.parents:
+            return None
+    return True
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -73,6 +114,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         elif _in_stage_tests(item) and item.get_closest_marker("given") is None:
             raise pytest.UsageError(
                 f"{item.nodeid}: a stage test needs @pytest.mark.exercise(\"N.M\") or @pytest.mark.given")
+    done_file = config.getoption("--course-done", None)
+    if done_file:
+        done = set(Path(done_file).read_text(encoding="utf-8").splitlines())
+        keep = [it for it in items if it.nodeid not in done]
+        gone = [it for it in items if it.nodeid in done]
+        if gone:
+            config.hook.pytest_deselected(items=gone)
+            items[:] = keep
     has_cuda = None
     for item in items:
         if item.get_closest_marker("gpu") is None:
@@ -117,11 +166,34 @@ def _error_line(text: str) -> str:
     return rest[-1][:300] if rest else "error"
 
 
+def _collect_error_message(report: pytest.CollectReport) -> str:
+    """`NN_stage/module.py:LINE: SyntaxError: ... (while collecting ...)` when the learner's
+    module stopped the import (see `pytest_exception_interact`), else the last error line."""
+    from course.feedback import LearnerErrorRepr
+
+    if isinstance(report.longrepr, LearnerErrorRepr):
+        return f"{report.longrepr.lines[0]} (while collecting {report.nodeid})"
+    return f"could not collect {report.nodeid}: {_error_line(report.longreprtext)}"
+
+
 def pytest_collectreport(report: pytest.CollectReport) -> None:
     if report.failed:
         if _current_config is not None:
-            _current_config.stash[_ERRORS_KEY].append(
-                f"could not collect {report.nodeid}: {_error_line(report.longreprtext)}")
+            _current_config.stash[_ERRORS_KEY].append(_collect_error_message(report))
+
+
+def pytest_exception_interact(node, call: pytest.CallInfo, report) -> None:
+    """A test module that cannot be imported because of the learner's module (a syntax or
+    import error there) is reported at the learner's file and line, not the test's."""
+    if isinstance(report, pytest.CollectReport) and report.failed and call.excinfo is not None:
+        from course import feedback
+
+        found = feedback.collect_error(call.excinfo.value)
+        if found is not None:
+            head, lines = found
+            path, _, rest = head.partition(":")
+            lineno = int(rest.split(":", 1)[0]) if rest.split(":", 1)[0].isdigit() else 0
+            report.longrepr = feedback.LearnerErrorRepr(lines, path, lineno)
 
 
 _current_config: pytest.Config | None = None
@@ -171,9 +243,13 @@ def _todo_message(excinfo) -> str | None:
 
 
 def _first_line(report: pytest.TestReport) -> str:
+    """The failure on one line: the exception's type and its first non-empty lines (see
+    `course.feedback.summarize`; an `np.testing` message starts with a blank line)."""
+    from course.feedback import summarize_text
+
     crash = getattr(report.longrepr, "reprcrash", None)
     if crash is not None:
-        return str(crash.message).strip().splitlines()[0][:300] if str(crash.message).strip() else "failed"
+        return summarize_text(str(crash.message)) if str(crash.message).strip() else "failed"
     text = str(report.longrepr or "").strip().splitlines()
     return text[-1][:300] if text else report.outcome
 
@@ -188,6 +264,10 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
             path, lineno, _ = item.location
             report.longrepr = TodoRepr(f"TODO: {msg}", path, (lineno or 0) + 1)
             report.user_properties.append(("todo", msg))
+        else:  # one informative line for the summary and the results (see course.feedback)
+            from course.feedback import sharpen_report
+
+            sharpen_report(report, call.excinfo.value)
     if report.when == "call" or (report.when == "setup" and not report.passed):
         try:
             ex = exercise_of(item)
@@ -207,7 +287,17 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
         })
 
 
+def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+    """A closing line: `course: exercises: 0/8 done (...); given code: 50 passed`."""
+    from course.feedback import terminal_summary
+
+    line = terminal_summary(config.stash.get(_RESULTS_KEY, []))
+    if line:
+        terminalreporter.write_line(f"course: {line}")
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    _emit({"ev": "finish", "exitstatus": int(exitstatus)})
     path = session.config.getoption("--course-results", None)
     results = session.config.stash.get(_RESULTS_KEY, [])
     if path:
@@ -227,3 +317,129 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             record(results)
         except Exception:  # progress is a convenience; it must never break a test run
             pass
+
+
+# ---- the per-test time limit (enforced for pytest-timeout) ---------------------------
+
+class CourseTimeout(BaseException):
+    """Raised by the per-test alarm. A BaseException, so that neither the learner's
+    `except Exception` nor Hypothesis (which catches failures to shrink and replay them)
+    can swallow it and run the hanging code again without a timer."""
+
+
+_timer_lock = threading.Lock()
+
+
+def _on_alarm(limit: float):
+    def handler(signum, frame):
+        raise CourseTimeout(f"Timeout: the test ran longer than its time limit of {limit:g} s")
+    return handler
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_timeout_set_timer(item: pytest.Item, settings) -> bool:
+    """Arm the alarm (a Python-level loop fails this one test) and a watchdog thread in C
+    (faulthandler) that ends the process HARD_GRACE s later if the alarm could not be
+    delivered (a loop inside C code). The parent of a grading run kills it even then."""
+    limit = float(settings.timeout)
+    if threading.current_thread() is threading.main_thread() and hasattr(signal, "setitimer"):
+        signal.signal(signal.SIGALRM, _on_alarm(limit))
+        signal.setitimer(signal.ITIMER_REAL, limit)
+    if _REAL_STDERR is not None:
+        try:
+            faulthandler.dump_traceback_later(limit + HARD_GRACE, exit=True, file=_REAL_STDERR)
+        except (OSError, ValueError):
+            pass
+    item.stash[_TIMER_KEY] = limit
+    return True
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_timeout_cancel_timer(item: pytest.Item) -> bool:
+    if hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread():
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, signal.SIG_DFL)
+    faulthandler.cancel_dump_traceback_later()
+    return True
+
+
+_TIMER_KEY = pytest.StashKey[float]()
+
+
+# ---- the event stream read by the grading parent -------------------------------------
+
+_events_fd: int | None = None
+
+
+def _emit(event: dict) -> None:
+    if _events_fd is None:
+        return
+    data = (json.dumps(event, separators=(",", ":")) + "\n").encode()
+    try:
+        while data:
+            n = os.write(_events_fd, data)
+            data = data[n:]
+    except OSError:
+        pass
+
+
+def _item_meta(item: pytest.Item) -> dict:
+    try:
+        ex = exercise_of(item)
+    except pytest.UsageError:
+        ex = None
+    m = item.get_closest_marker("exercise")
+    return {"nodeid": item.nodeid, "exercise": ex,
+            "points": (m.kwargs.get("points") if m is not None else None),
+            "given": item.get_closest_marker("given") is not None,
+            "gpu": item.get_closest_marker("gpu") is not None}
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_finish(session: pytest.Session) -> None:
+    global _events_fd
+    fd = session.config.getoption("--course-events-fd", None)
+    if fd is None:
+        return
+    _events_fd = fd
+    _emit({"ev": "collected", "tests": [_item_meta(it) for it in session.items],
+           "errors": list(session.config.stash.get(_ERRORS_KEY, []))})
+
+
+def pytest_runtest_logstart(nodeid: str, location) -> None:
+    _emit({"ev": "start", "nodeid": nodeid})
+
+
+_PHASES = pytest.StashKey[dict]()
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if _events_fd is None:
+        return
+    phases = _current_config.stash.setdefault(_PHASES, {}) if _current_config is not None else {}
+    rec = phases.setdefault(report.nodeid, {"outcome": "passed", "message": "", "todo": None,
+                                            "skip_reason": "", "duration": 0.0})
+    rec["duration"] += report.duration
+    todo = next((v for k, v in report.user_properties if k == "todo"), None)
+    if report.failed and rec["outcome"] != "failed":
+        rec["outcome"] = "failed"
+        rec["todo"] = todo
+        rec["message"] = f"TODO: {todo}" if todo else _first_line(report)
+        if report.when == "teardown":
+            rec["message"] = "error in teardown: " + rec["message"]
+    elif report.skipped and rec["outcome"] == "passed":
+        rec["outcome"] = "skipped"
+        lr = report.longrepr
+        rec["skip_reason"] = str(lr[2]) if isinstance(lr, tuple) and len(lr) == 3 else str(lr or "")
+
+
+def pytest_runtest_logfinish(nodeid: str, location) -> None:
+    if _events_fd is None:
+        return
+    phases = _current_config.stash.get(_PHASES, {}) if _current_config is not None else {}
+    rec = phases.pop(nodeid, {"outcome": "failed", "message": "no report", "todo": None,
+                              "skip_reason": "", "duration": 0.0})
+    rec["duration"] = round(rec["duration"], 4)
+    _emit({"ev": "result", "nodeid": nodeid, **rec})
+

@@ -1,0 +1,306 @@
+"""Run tests in a child process and keep the parent's own record of what happened.
+
+The child is `python -m pytest` with the course plugin streaming one JSON line per event
+(collected, start, result, finish) to a pipe as it happens. The parent, which never runs
+learner code, reads the stream and decides every result itself:
+
+- a test that starts and never reports (the interpreter crashed, `os._exit`, a signal)
+  fails, named, with what ended the process;
+- a test that overruns its time limit by more than a grace period (a loop inside C code,
+  a Hypothesis test that swallowed the alarm) has its whole process group killed by the
+  parent, and fails, named;
+- either way the run resumes in a new process with the tests already done deselected,
+  so one crash costs one test, not the stage;
+- anything that does not fit the protocol (a result for a test that never started, two
+  results for one test, events after the session finished, lines that are not events, a
+  collected test that never reports) is kept as an *anomaly*; the grader treats anomalies
+  as tampering.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from course.sandbox import Sandbox
+
+GRACE = 5.0  # seconds past a test's limit before the parent kills its process
+
+
+@dataclass
+class TestResult:
+    nodeid: str
+    outcome: str  # passed / failed / skipped
+    message: str = ""
+    todo: str | None = None
+    skip_reason: str = ""
+    duration: float = 0.0
+    exercise: str | None = None
+    points: float | None = None
+    given: bool = False
+    gpu: bool = False
+    contained: str = ""  # "crash" / "timeout" when the parent decided the outcome
+
+    def as_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+@dataclass
+class Run:
+    collected: dict[str, dict] = field(default_factory=dict)  # nodeid -> metadata from the child
+    results: dict[str, TestResult] = field(default_factory=dict)
+    errors: list[str] = field(default_factory=list)  # collection errors, a run that could not start
+    anomalies: list[str] = field(default_factory=list)  # protocol violations: tampering
+    output: str = ""
+    processes: int = 0
+    collect_failed: bool = False
+
+    def in_order(self) -> list[TestResult]:
+        order = list(self.collected)
+        extra = [n for n in self.results if n not in self.collected]
+        return [self.results[n] for n in order + extra if n in self.results]
+
+
+def _signal_name(rc: int) -> str:
+    try:
+        return signal.Signals(-rc).name
+    except ValueError:
+        return f"signal {-rc}"
+
+
+def _ended(rc: int | None) -> str:
+    if rc is None:
+        return "the test process ended"
+    if rc < 0:
+        return f"the test process was killed by {_signal_name(rc)}"
+    return f"the test process exited with code {rc} in the middle of this test (os._exit?)"
+
+
+def run_tests(paths: list[str | Path], impl: str, *, root: Path, timeout: float = 60,
+              sandbox: Sandbox | None = None, env: dict | None = None, hidden: bool = True,
+              collect_timeout: float | None = None, extra: list[str] | None = None,
+              max_processes: int | None = None) -> Run:
+    """Run pytest on `paths` (under course root `root`) against `impl`, containing crashes
+    and time-outs per test. `env` is the child's whole environment (None: inherit)."""
+    run = Run()
+    collect_timeout = collect_timeout if collect_timeout is not None else max(120.0, 2 * timeout + 60)
+    work = Path(tempfile.mkdtemp(prefix="course-run-"))
+    done_file = work / "done.txt"
+    done_file.write_text("", encoding="utf-8")
+    log_path = work / "output.log"
+    outputs: list[str] = []
+    try:
+        if sandbox is not None:
+            os.chmod(work, 0o755)
+        limit = max_processes or 10_000
+        while run.processes < limit:
+            before = len(run.results)
+            finished = _one_process(run, paths, impl, root=root, timeout=timeout, sandbox=sandbox, env=env,
+                                    hidden=hidden, collect_timeout=collect_timeout, extra=extra or [],
+                                    done_file=done_file, log_path=log_path, outputs=outputs)
+            if finished or run.collect_failed:
+                break
+            remaining = [n for n in run.collected if n not in run.results]
+            if not remaining:
+                break
+            if len(run.results) == before:  # no progress: do not spin
+                why = run.errors[-1] if run.errors else "the test process ended before running a test"
+                for n in remaining:
+                    run.results[n] = _from_meta(run.collected[n], "failed", f"not run: {why}", contained="crash")
+                break
+            done_file.write_text("\n".join(run.results) + "\n", encoding="utf-8")
+        run.output = "\n".join(outputs)
+        return run
+    finally:
+        for p in work.iterdir():
+            p.unlink()
+        work.rmdir()
+
+
+def _from_meta(meta: dict, outcome: str, message: str, **kw) -> TestResult:
+    return TestResult(nodeid=meta["nodeid"], outcome=outcome, message=message, exercise=meta.get("exercise"),
+                      points=meta.get("points"), given=bool(meta.get("given")), gpu=bool(meta.get("gpu")), **kw)
+
+
+def _one_process(run: Run, paths, impl, *, root, timeout, sandbox, env, hidden, collect_timeout, extra,
+                 done_file, log_path, outputs) -> bool:
+    """One child process. True when its session finished (nothing left to resume)."""
+    r, w = os.pipe()
+    cmd = [sys.executable, "-I", "-B", "-m", "pytest", *map(str, paths), f"--impl={impl}",
+           f"--course-events-fd={w}", f"--course-done={done_file}", f"--timeout={timeout:g}",
+           "-q", "-rN", "--no-header", "-p", "no:cacheprovider", f"--rootdir={root}", f"--confcutdir={root}"]
+    if (root / "pyproject.toml").exists():
+        cmd += ["-c", str(root / "pyproject.toml")]
+    if hidden:
+        cmd.append("--hidden-tests")
+    cmd += extra
+    child_env = dict(os.environ) if env is None else dict(env)
+    child_env.update(COURSE_IMPL=impl, COURSE_ROOT=str(root))
+    kw = sandbox.popen_kwargs() if sandbox is not None else {"start_new_session": True}
+    with open(log_path, "wb") as log:
+        try:
+            proc = subprocess.Popen(cmd, cwd=root, env=child_env, stdin=subprocess.DEVNULL, stdout=log,
+                                    stderr=subprocess.STDOUT, pass_fds=(w,), **kw)
+        except OSError as e:
+            os.close(r)
+            os.close(w)
+            run.errors.append(f"could not start the test process: {e}")
+            run.collect_failed = True
+            return True
+    os.close(w)
+    run.processes += 1
+    state = _Reader(run, timeout=timeout, collect_timeout=collect_timeout)
+    killed_for = None
+    try:
+        buf = b""
+        eof = False
+        while not eof:
+            wait = state.deadline - time.monotonic()
+            if wait <= 0:
+                killed_for = state.in_flight or "collect"
+                break
+            ready, _, _ = select.select([r], [], [], min(wait, 1.0))
+            if not ready:
+                if proc.poll() is not None:  # exited; a detached descendant may hold the pipe open
+                    eof = True
+                    break
+                continue
+            chunk = os.read(r, 1 << 16)
+            if not chunk:
+                eof = True
+                break
+            buf += chunk
+            while b"\n" in buf:
+                line, buf = buf.split(b"\n", 1)
+                state.feed(line)
+    finally:
+        os.close(r)
+        if killed_for is not None or proc.poll() is None:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        try:
+            rc = proc.wait(timeout=max(GRACE, 5.0) if killed_for is None else 10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            rc = proc.wait()
+        if sandbox is not None:
+            sandbox.reap(group=proc.pid)
+        else:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        outputs.append(log_path.read_bytes()[-200_000:].decode("utf-8", errors="replace"))
+
+    if not state.seen_collected:
+        tail = "\n".join(outputs[-1].strip().splitlines()[-15:])
+        if killed_for == "collect":
+            run.errors.append(f"collecting the tests took longer than {collect_timeout:g} s and was stopped:\n{tail}")
+        else:
+            run.errors.append(f"pytest stopped before running any test ({_ended(rc)}):\n{tail}")
+        run.collect_failed = True
+        return True
+    if state.in_flight is not None:
+        meta = run.collected.get(state.in_flight, {"nodeid": state.in_flight})
+        if killed_for is not None:
+            msg = (f"Timeout: stopped by the grader after {timeout:g} s (+{GRACE:g} s grace): the test "
+                   f"did not finish within its time limit (a loop, perhaps inside C code)")
+            run.results[state.in_flight] = _from_meta(meta, "failed", msg, contained="timeout", duration=timeout)
+        else:
+            run.results[state.in_flight] = _from_meta(meta, "failed", f"crashed: {_ended(rc)}", contained="crash")
+        return False
+    if state.finished:
+        missing = [n for n in state.expected if n not in run.results]
+        if missing:
+            run.anomalies.append(f"{len(missing)} collected test(s) never reported a result, e.g. {missing[0]}")
+        return True
+    if killed_for is not None:  # between tests (teardown, session end) for too long
+        run.errors.append(f"the test process hung between tests and was stopped after {timeout:g} s")
+    return False
+
+
+class _Reader:
+    """Applies the child's events to the parent's record, checking the protocol."""
+
+    def __init__(self, run: Run, timeout: float, collect_timeout: float):
+        self.run, self.timeout = run, timeout
+        self.deadline = time.monotonic() + collect_timeout
+        self.in_flight: str | None = None
+        self.seen_collected = False
+        self.finished = False
+        self.expected: list[str] = []
+
+    def _anomaly(self, what: str) -> None:
+        if len(self.run.anomalies) < 20:
+            self.run.anomalies.append(what)
+
+    def feed(self, line: bytes) -> None:
+        try:
+            ev = json.loads(line)
+            kind = ev["ev"]
+        except (ValueError, KeyError, TypeError):
+            self._anomaly(f"a line on the event channel that is not an event: {line[:80]!r}")
+            return
+        if self.finished:
+            self._anomaly(f"a {kind!r} event arrived after the session finished")
+            return
+        run = self.run
+        if kind == "collected":
+            if self.seen_collected:
+                self._anomaly("the tests were reported collected twice")
+                return
+            self.seen_collected = True
+            for t in ev.get("tests", []):
+                if isinstance(t, dict) and isinstance(t.get("nodeid"), str):
+                    run.collected.setdefault(t["nodeid"], t)
+                    self.expected.append(t["nodeid"])
+            for e in ev.get("errors", []):
+                if e not in run.errors:
+                    run.errors.append(str(e))
+            self.deadline = time.monotonic() + self.timeout + GRACE
+        elif kind == "start":
+            node = ev.get("nodeid")
+            if not self.seen_collected or node not in self.expected:
+                self._anomaly(f"a test that was not collected started: {node}")
+            elif self.in_flight is not None:
+                self._anomaly(f"{node} started while {self.in_flight} was still running")
+            elif node in run.results:
+                self._anomaly(f"{node} started a second time")
+            self.in_flight = node
+            self.deadline = time.monotonic() + self.timeout + GRACE
+        elif kind == "result":
+            node = ev.get("nodeid")
+            if node != self.in_flight:
+                self._anomaly(f"a result for {node}, which was not the running test ({self.in_flight})")
+                return
+            if node in run.results:
+                self._anomaly(f"a second result for {node}")
+                return
+            outcome = ev.get("outcome")
+            if outcome not in ("passed", "failed", "skipped"):
+                self._anomaly(f"an unknown outcome {outcome!r} for {node}")
+                outcome = "failed"
+            meta = run.collected.get(node, {"nodeid": node})
+            run.results[node] = _from_meta(meta, outcome, str(ev.get("message") or "")[:500],
+                                           todo=ev.get("todo"), skip_reason=str(ev.get("skip_reason") or "")[:300],
+                                           duration=float(ev.get("duration") or 0.0))
+            self.in_flight = None
+            self.deadline = time.monotonic() + self.timeout + GRACE
+        elif kind == "finish":
+            if self.in_flight is not None:
+                self._anomaly(f"the session finished while {self.in_flight} was running")
+                self.in_flight = None
+            self.finished = True
+            self.deadline = time.monotonic() + self.timeout + GRACE
+        else:
+            self._anomaly(f"an unknown event {kind!r}")
