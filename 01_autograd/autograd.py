@@ -69,6 +69,26 @@ def topological_order(root: Tensor) -> list[Tensor]:
     raise NotImplementedError('Exercise 1.1: Backward in topological order — see 01_autograd.ipynb')
 
 
+def _keep_leaf_grad(leaf: Tensor, g: np.ndarray, kept: set[int]) -> None:
+    """Add the gradient `g` to `leaf.grad` (given code: `backward` calls it for each leaf).
+
+    The first gradient a leaf gets becomes its `.grad`; later ones are added in place
+    (the leaf owns its `.grad`). Keeping `g` itself saves a copy per leaf, but only when
+    that is safe: `g` must be a fresh, writable array that no other leaf holds (`kept`:
+    the ids of the arrays handed to leaves in this backward pass). A view, a read-only
+    broadcast, or an array another leaf already holds (`a + b` hands one g to both) is
+    copied, so that an optimiser scaling one `.grad` in place never changes another.
+    This is a performance detail, not the idea of backward.
+    """
+    if leaf.grad is not None:
+        leaf.grad += g
+    elif g.flags.owndata and g.flags.writeable and id(g) not in kept:
+        leaf.grad = g
+    else:  # a view, read-only, or shared with another leaf: own a copy
+        leaf.grad = g.copy()
+    kept.add(id(leaf.grad))
+
+
 class Tensor:
     """An n-dimensional array that remembers how it was computed.
 
@@ -192,9 +212,9 @@ class Tensor:
           only (they are not kept, as in PyTorch). A parent's entry is created or added to,
           never written into in place: an array may be shared (`a + b` hands g to both).
           Cast each gradient to its parent's dtype.
-        - A leaf (no `_backward`) keeps its gradient in `.grad`: the first time, the array
-          itself if it is a fresh, writable array no other leaf holds, else a copy; after
-          that, add in place (the leaf owns its `.grad`).
+        - A leaf (no `_backward`) keeps its gradient: hand it to `_keep_leaf_grad(node, g,
+          kept)` (given code below; `kept` is one empty set per pass), which adds it to
+          `.grad` without ever letting two leaves share one array.
         """
         if not self.requires_grad:
             raise ValueError("backward() on a tensor that does not require grad: no input of its "

@@ -84,6 +84,26 @@ def topological_order(root: Tensor) -> list[Tensor]:
     # END SOLUTION
 
 
+def _keep_leaf_grad(leaf: Tensor, g: np.ndarray, kept: set[int]) -> None:
+    """Add the gradient `g` to `leaf.grad` (given code: `backward` calls it for each leaf).
+
+    The first gradient a leaf gets becomes its `.grad`; later ones are added in place
+    (the leaf owns its `.grad`). Keeping `g` itself saves a copy per leaf, but only when
+    that is safe: `g` must be a fresh, writable array that no other leaf holds (`kept`:
+    the ids of the arrays handed to leaves in this backward pass). A view, a read-only
+    broadcast, or an array another leaf already holds (`a + b` hands one g to both) is
+    copied, so that an optimiser scaling one `.grad` in place never changes another.
+    This is a performance detail, not the idea of backward.
+    """
+    if leaf.grad is not None:
+        leaf.grad += g
+    elif g.flags.owndata and g.flags.writeable and id(g) not in kept:
+        leaf.grad = g
+    else:  # a view, read-only, or shared with another leaf: own a copy
+        leaf.grad = g.copy()
+    kept.add(id(leaf.grad))
+
+
 class Tensor:
     """An n-dimensional array that remembers how it was computed.
 
@@ -207,9 +227,9 @@ class Tensor:
           only (they are not kept, as in PyTorch). A parent's entry is created or added to,
           never written into in place: an array may be shared (`a + b` hands g to both).
           Cast each gradient to its parent's dtype.
-        - A leaf (no `_backward`) keeps its gradient in `.grad`: the first time, the array
-          itself if it is a fresh, writable array no other leaf holds, else a copy; after
-          that, add in place (the leaf owns its `.grad`).
+        - A leaf (no `_backward`) keeps its gradient: hand it to `_keep_leaf_grad(node, g,
+          kept)` (given code below; `kept` is one empty set per pass), which adds it to
+          `.grad` without ever letting two leaves share one array.
         """
         if not self.requires_grad:
             raise ValueError("backward() on a tensor that does not require grad: no input of its "
@@ -229,19 +249,13 @@ class Tensor:
                 raise ValueError(f"backward(grad=...) got a gradient of shape {seed.shape} for a "
                                  f"tensor of shape {self.shape}")
         grads: dict[int, np.ndarray] = {id(self): seed}
-        stored: set[int] = set()  # arrays already handed to a leaf in this pass
+        kept: set[int] = set()  # for _keep_leaf_grad: arrays already handed to a leaf
         for node in reversed(topological_order(self)):
             g = grads.pop(id(node), None)
             if g is None:
                 continue
             if node._backward is None:  # a leaf: keep the gradient
-                if node.grad is not None:
-                    node.grad += g
-                elif g.flags.owndata and g.flags.writeable and id(g) not in stored:
-                    node.grad = g
-                else:  # a view, read-only, or shared with another leaf: own a copy
-                    node.grad = g.copy()
-                stored.add(id(node.grad))
+                _keep_leaf_grad(node, g, kept)
                 continue
             for parent, pg in zip(node._parents, node._backward(g)):
                 if pg is None or not parent.requires_grad:
