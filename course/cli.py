@@ -238,12 +238,6 @@ def cmd_profile(args) -> int:
     return profile.run(args)
 
 
-def cmd_profile(args) -> int:
-    from course import profile
-
-    return profile.run(args)
-
-
 def cmd_bench(args) -> int:
     st = manifest.stage(args.stage)
     script = root() / st.folder / "bench.py"
@@ -347,14 +341,6 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("stage")
     s.add_argument("rest", nargs=argparse.REMAINDER)
     s.set_defaults(fn=cmd_bench)
-
-    s = sub.add_parser("profile", help="profile the stack on the default model; write a Markdown report (stage 08)")
-    s.add_argument("--stages", default=None, help="report sections: timers,ops,memory,sweep,roofline,latency (default: all)")
-    s.add_argument("--out", default="profile-report", metavar="DIR", help="report folder (default: profile-report)")
-    s.add_argument("--quick", action="store_true", help="fewer batch sizes and repeats (seconds, not a minute)")
-    s.add_argument("--device", default="cpu", help="cpu (default) or cuda")
-    s.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's current)")
-    s.set_defaults(fn=cmd_profile)
 
     s = sub.add_parser("profile", help="profile the stack on the default model; write a Markdown report (stage 08)")
     s.add_argument("--stages", default=None, help="report sections: timers,ops,memory,sweep,roofline,latency (default: all)")
