@@ -39,6 +39,7 @@ import json
 import os
 import sys
 import sysconfig
+import tempfile
 import time
 import unicodedata
 from dataclasses import dataclass, field
@@ -48,8 +49,12 @@ from typing import Iterable, Iterator, Sequence
 import numpy as np
 from tqdm import tqdm
 
+from solutions.fileio import atomic_write, check_outputs, staged_outputs, write_text_atomic
+
 SPLITS = ("train", "val", "test")
 FIELDS = ("id", "text", "source")
+# what run_pipeline writes into its output folder; the report last (it marks a complete set)
+OUTPUT_FILES = (*(f"{name}.jsonl" for name in SPLITS), "removed.jsonl", "report.json")
 
 # ============================================================================ the corpus
 # Given code: the corpus is one JSON object per line, {"id", "text", "source"}.
@@ -135,16 +140,15 @@ def build_corpus(path: str | Path, limit: int | None = None,
                  packages: Iterable[str] | None = None) -> dict:
     """Write the corpus to `path` as JSON Lines; return the counts (see `iter_corpus`).
 
-    Written to a temporary file first and renamed, so a half-written corpus never stays.
+    Written to a temporary file first and renamed, so a half-written corpus never stays;
+    a `path` that is a folder or a file the course ships is refused before writing.
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
+    check_outputs(files=[path], what="corpus file")
     stats: dict = {}
-    with open(tmp, "w", encoding="utf-8", newline="\n") as f:
+    with atomic_write(path) as f:
         for rec in iter_corpus(limit, packages, stats):
             f.write(json.dumps(rec, ensure_ascii=False) + "\n")
-    tmp.replace(path)
     stats["path"] = str(path)
     return stats
 
@@ -198,6 +202,32 @@ class QualityConfig:
 
 
 QUALITY_REASONS = ("too_short", "too_long", "not_printable", "long_line", "few_letters")
+
+# Named sets of bounds. `code` is the course's corpus (Python sources and pydoc topics): a
+# line over 1,000 characters there is generated data. Prose is often written one paragraph
+# per line, so `text` allows lines as long as a document and wants more letters instead.
+QUALITY_PROFILES: dict[str, QualityConfig] = {
+    "code": QualityConfig(),
+    "text": QualityConfig(min_chars=50, max_line_chars=500_000, min_letters=0.5),
+}
+PROFILE_HELP = {
+    "code": "source code (the course's corpus): 100..500,000 characters, lines of at most 1,000 "
+            "characters, >= 98% printable, >= 25% letters",
+    "text": "prose (one paragraph per line is fine): 50..500,000 characters, no line limit below the "
+            "document's, >= 98% printable, >= 50% letters",
+}
+
+
+def quality_profile(name: str) -> QualityConfig:
+    """The named quality bounds: `"code"` (the default) or `"text"` (see QUALITY_PROFILES)."""
+    if name not in QUALITY_PROFILES:
+        raise ValueError(f"profile must be one of {sorted(QUALITY_PROFILES)}, got {name!r}")
+    return QUALITY_PROFILES[name]
+
+
+def profile_name(config: QualityConfig) -> str:
+    """The name of the profile `config` equals, or "custom" (shown in the report)."""
+    return next((name for name, prof in QUALITY_PROFILES.items() if prof == config), "custom")
 
 
 def _codepoints(text: str) -> np.ndarray:
@@ -841,7 +871,7 @@ def run_pipeline(in_path: str | Path, out_dir: str | Path, config: PipelineConfi
                  progress: bool = True) -> dict:
     """Clean and deduplicate a JSON Lines corpus; write the splits and a report.
 
-    Outputs in `out_dir`: `train.jsonl`, `val.jsonl`, `test.jsonl` (the input records that
+    Outputs (`OUTPUT_FILES`) in `out_dir`: `train.jsonl`, `val.jsonl`, `test.jsonl` (the input records that
     were kept, `"text"` normalised, other fields unchanged); `removed.jsonl` (one line per
     removed record: its line, id, source, reason and, for duplicates, `duplicate_of`, the
     id of the kept copy); `report.json` (the counts, see `format_report`). Returns the
@@ -856,21 +886,32 @@ def run_pipeline(in_path: str | Path, out_dir: str | Path, config: PipelineConfi
 
     Accounting, always: input lines = malformed + filtered + exact duplicates + near
     duplicates + kept. Running the pipeline on its own output removes nothing more.
+
+    Nothing is lost (given code around your part): an input inside `out_dir` and an
+    `out_dir` that is a file or not writable are refused (`UnsafeOutputError`, a
+    ValueError) before anything is written. Write every output into `work_dir`, a fresh
+    temporary folder next to them: only a run that finishes moves them into `out_dir`
+    (report.json last), so a run that fails or is killed leaves the previous outputs.
     """
     config = PipelineConfig() if config is None else config
     if not isinstance(config, PipelineConfig):
         raise TypeError(f"config must be a PipelineConfig, got {type(config).__name__}")
     in_path, out_dir = Path(in_path), Path(out_dir)
+    if in_path.is_dir():
+        raise ValueError(f"in_path {in_path} is a folder; give a JSON Lines file")
     if not in_path.is_file():
         raise FileNotFoundError(f"no such input file: {in_path}")
-    out_dir.mkdir(parents=True, exist_ok=True)
+    check_outputs(folder=out_dir, files=[out_dir / name for name in OUTPUT_FILES], inputs=[in_path])
     started = time.perf_counter()
-    raise NotImplementedError('Exercise 2.8: The streaming pipeline and report — see 02_data_dedup.ipynb')
-    report["seconds"] = round(time.perf_counter() - started, 3)
-    report["docs_per_second"] = round(report["input_lines"] / max(report["seconds"], 1e-9), 1)
-    if accounted(report) != report["input_lines"]:
-        raise AssertionError(f"lost documents: input {report['input_lines']} != accounted {accounted(report)}")
-    (out_dir / "report.json").write_text(json.dumps(report, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    with staged_outputs(out_dir, OUTPUT_FILES) as work_dir:
+        raise NotImplementedError('Exercise 2.8: The streaming pipeline and report — see 02_data_dedup.ipynb')
+        report["quality_profile"] = profile_name(config.quality)
+        report["seconds"] = round(time.perf_counter() - started, 3)
+        report["docs_per_second"] = round(report["input_lines"] / max(report["seconds"], 1e-9), 1)
+        if accounted(report) != report["input_lines"]:
+            raise AssertionError(f"lost documents: input {report['input_lines']} != accounted {accounted(report)}")
+        (work_dir / "report.json").write_text(json.dumps(report, indent=1, ensure_ascii=False) + "\n",
+                                              encoding="utf-8")
     return report
 
 
@@ -893,6 +934,8 @@ def format_report(report: dict) -> str:
     out = [f"{'':<{width}}{'documents':>10}", "-" * (width + 10)]
     out += [f"{name:<{width}}{count:>10}" for name, count in rows]
     out += ["-" * (width + 10), f"{'accounted for':<{width}}{total:>10}  {mark}"]
+    if "quality_profile" in report:
+        out.append(f"quality filters: {report['quality_profile']} profile")
     if report.get("malformed_lines"):
         shown = ", ".join(f"{m['line']} ({m['error']})" for m in report["malformed_lines"][:5])
         more = len(report["malformed_lines"]) - 5
@@ -904,9 +947,10 @@ def build_train_split(out_dir: str | Path, *, limit: int | None = None,
                       config: PipelineConfig | None = None, progress: bool = False) -> Path:
     """The train split of the standard-library corpus, built once and cached (for stage 03).
 
-    Builds `out_dir/corpus.jsonl` and runs the pipeline into `out_dir`, unless a previous
-    run with the same Python, limit and configuration left its report there; returns the
-    path of `train.jsonl` (records {"id", "text", "source"}).
+    Builds the corpus in a temporary file next to `out_dir` (deleted afterwards: an input
+    may not lie inside the output folder) and runs the pipeline into `out_dir`, unless a
+    previous run with the same Python, limit and configuration left its report there;
+    returns the path of `train.jsonl` (records {"id", "text", "source"}).
     """
     config = PipelineConfig() if config is None else config
     out_dir = Path(out_dir)
@@ -919,27 +963,47 @@ def build_train_split(out_dir: str | Path, *, limit: int | None = None,
                 return train
         except (json.JSONDecodeError, OSError):
             pass
-    corpus = out_dir / "corpus.jsonl"
-    build_corpus(corpus, limit=limit)
-    report = run_pipeline(corpus, out_dir, config, progress=progress)
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    fd, name = tempfile.mkstemp(prefix=f".partial-{os.getpid()}-corpus.", suffix=".jsonl", dir=out_dir.parent)
+    os.close(fd)
+    corpus = Path(name)
+    try:
+        build_corpus(corpus, limit=limit)
+        report = run_pipeline(corpus, out_dir, config, progress=progress)
+    finally:
+        corpus.unlink(missing_ok=True)
     report["cache_key"] = cache_key
-    report_path.write_text(json.dumps(report, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    write_text_atomic(report_path, json.dumps(report, indent=1, ensure_ascii=False) + "\n")
     return train
 
 
 # ============================================================================ command line
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, but every refusal reads `error: <what is wrong>` (exit 2) with the usage first."""
+
+    def error(self, message: str):
+        self.print_usage(sys.stderr)
+        self.exit(2, f"error: {message}\n")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """`python -m solutions.dedup IN.jsonl OUT_DIR [options]` or `--build-corpus FILE`."""
+    """`python -m solutions.dedup IN.jsonl OUT_DIR [options]` or `--build-corpus FILE`.
+
+    Exit status: 0 done; 2 bad arguments or unsafe paths (`error: ...` on stderr, nothing
+    written); 1 the run failed while writing (the previous outputs are left as they were).
+    """
     d = PipelineConfig()
-    q = QualityConfig()
-    p = argparse.ArgumentParser(
+    profiles = "; ".join(f"{name}: {text}" for name, text in PROFILE_HELP.items())
+    p = _Parser(
         prog="python -m solutions.dedup",
         description="Normalise, filter, deduplicate (exact and MinHash/LSH) and split a JSON Lines corpus "
-                    "of {id, text, source} records.")
+                    "of {id, text, source} records. Outputs are written to a temporary folder and moved "
+                    "into OUT_DIR only when complete; an input inside OUT_DIR is refused.")
     p.add_argument("input", nargs="?", help="input JSON Lines file")
-    p.add_argument("out_dir", nargs="?", help="output folder (train/val/test.jsonl, removed.jsonl, report.json)")
+    p.add_argument("out_dir", nargs="?", help="output folder (train/val/test.jsonl, removed.jsonl, report.json); "
+                                              "must not hold the input")
     p.add_argument("--build-corpus", metavar="FILE", help="write the standard-library corpus to FILE and exit")
     p.add_argument("--limit", type=int, default=None, help="with --build-corpus: at most this many documents")
     p.add_argument("--packages", nargs="+", default=None, help="with --build-corpus: only these top-level packages")
@@ -953,42 +1017,57 @@ def main(argv: Sequence[str] | None = None) -> int:
                    help="LSH: weight of missed pairs (false negatives); false positives get 1 - this")
     p.add_argument("--fractions", type=float, nargs=3, default=d.fractions, metavar=("TRAIN", "VAL", "TEST"))
     p.add_argument("--group-depth", type=int, default=d.group_depth, help="path components naming a source group")
-    p.add_argument("--min-chars", type=int, default=q.min_chars)
-    p.add_argument("--max-chars", type=int, default=q.max_chars)
-    p.add_argument("--max-line-chars", type=int, default=q.max_line_chars)
-    p.add_argument("--min-printable", type=float, default=q.min_printable)
-    p.add_argument("--min-letters", type=float, default=q.min_letters)
+    p.add_argument("--profile", choices=sorted(QUALITY_PROFILES), default="code",
+                   help=("quality filters (default: code). " + profiles).replace("%", "%%"))
+    g = p.add_argument_group("quality bounds", "override one bound of the --profile (the report then says "
+                                               "'custom')")
+    g.add_argument("--min-chars", type=int, default=None)
+    g.add_argument("--max-chars", type=int, default=None)
+    g.add_argument("--max-line-chars", type=int, default=None)
+    g.add_argument("--min-printable", type=float, default=None)
+    g.add_argument("--min-letters", type=float, default=None)
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     args = p.parse_args(argv)
+    if args.build_corpus and (args.input or args.out_dir):
+        p.error("give either --build-corpus FILE or IN.jsonl OUT_DIR, not both")
+    if not args.build_corpus and (args.limit is not None or args.packages is not None):
+        p.error("--limit and --packages go with --build-corpus FILE")
+    if not args.build_corpus and (not args.input or not args.out_dir):
+        p.error("give IN.jsonl and OUT_DIR (or --build-corpus FILE)")
+    if not 0.0 <= args.fn_weight <= 1.0:
+        p.error(f"--fn-weight must be in [0, 1], got {args.fn_weight}")
     try:
         if args.build_corpus:
             stats = build_corpus(args.build_corpus, limit=args.limit, packages=args.packages)
             print(f"wrote {stats['documents']} documents to {stats['path']} "
                   f"({stats['skipped_not_utf8']} files skipped: not UTF-8)")
             return 0
-        if not args.input or not args.out_dir:
-            p.error("give IN.jsonl and OUT_DIR (or --build-corpus FILE)")
+        bounds = {k: getattr(args, k) for k in ("min_chars", "max_chars", "max_line_chars", "min_printable",
+                                                 "min_letters") if getattr(args, k) is not None}
         config = PipelineConfig(
             threshold=args.threshold, num_perm=args.num_perm, seed=args.seed, shingle=args.shingle,
             n=args.ngram, verify=args.verify, lsh_weights=(1.0 - args.fn_weight, args.fn_weight),
             fractions=tuple(args.fractions), group_depth=args.group_depth,
-            quality=QualityConfig(min_chars=args.min_chars, max_chars=args.max_chars,
-                                  max_line_chars=args.max_line_chars, min_printable=args.min_printable,
-                                  min_letters=args.min_letters))
+            quality=dataclasses.replace(quality_profile(args.profile), **bounds))
         report = run_pipeline(args.input, args.out_dir, config, progress=not args.no_progress)
     except (ValueError, TypeError, FileNotFoundError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+        return _fail(e, 2)
+    except OSError as e:
+        return _fail(e, 1)
     print(format_report(report))
     print(f"\n{report['seconds']:.1f} s, {report['docs_per_second']:.0f} documents/s; "
           f"wrote {args.out_dir}/{{train,val,test,removed}}.jsonl and report.json")
     return 0
 
 
+def _fail(e: BaseException, code: int) -> int:
+    message = str(e) if not isinstance(e, OSError) or not e.strerror else f"{e.strerror}: {e.filename}"
+    print(f"error: {message}", file=sys.stderr)
+    return code
+
+
 def demo() -> None:
     """Build a bounded slice of the standard-library corpus, clean it, print the report."""
-    import tempfile
-
     with tempfile.TemporaryDirectory() as tmp:
         corpus = Path(tmp) / "corpus.jsonl"
         stats = build_corpus(corpus, packages=["encodings", "email", "json", "test", "pydoc_data"], limit=1200)

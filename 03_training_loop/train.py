@@ -10,7 +10,9 @@ Part 2 runs the same loop in PyTorch on the course's GPT, adding what a real run
 gradient accumulation, evaluation in bits per byte, checkpoints that resume exactly, a
 guard against a NaN loss, and data parallelism across processes (`torchrun`).
 
-    python -m solutions.train --preset default      # trains solutions/assets/gpt_default.pt
+    python -m solutions.train --preset tiny         # writes out/tiny/gpt.pt (a run folder)
+    python -m solutions.train --preset default --replace-default-model   # retrains the
+                                                    # committed solutions/assets/gpt_default.pt
     torchrun --nproc_per_node 2 -m solutions.train --preset tiny --data DIR
 
 Exercises: 3.1 SGD with momentum, 3.2 AdamW, 3.3 the learning-rate schedule, 3.4 gradient
@@ -32,11 +34,6 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Iterable
 
-# Idle OpenMP threads sleep instead of spinning (set before torch loads; an explicit setting
-# wins). On a machine shared with other jobs, spinning threads take the cores the working
-# threads need, and a 2-thread training step became up to 9x slower than a 1-thread one.
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-
 import numpy as np
 import torch
 import torch.distributed as dist
@@ -48,11 +45,13 @@ from tqdm import tqdm
 from solutions.autograd import SGD as PlainSGD
 from solutions.autograd import Linear, Module, Tensor, cross_entropy, no_grad
 from solutions.dedup import build_train_split
+from solutions.fileio import atomic_write, check_outputs, load_checked, save_checked, write_text_atomic
 from solutions.gpt import DEFAULT_WEIGHTS, GPT, GPTConfig, load_default, save_checkpoint
 from solutions.tokenizer import EOT, VOCAB_SIZE, ByteTokenizer
 
 REPO = Path(__file__).resolve().parent.parent
 CORPUS_DIR = REPO / "data" / "corpus"  # where stage 02 writes the splits (not committed)
+RUNS_DIR = REPO / "out"  # where a run writes what it is not told to write elsewhere (not committed)
 
 
 def _check_positive(**values: float) -> None:
@@ -473,11 +472,16 @@ def save_training_state(path: str | Path, *, model: nn.Module, optimizer: torch.
     from DDP), the optimizer's state (AdamW's moments and step counts), both random number
     generators the loop draws from (torch's global one, used by dropout, and `data_rng`,
     which picks the windows: the data position), the history so far, and the config.
-    Write to a temporary file and `os.replace` it onto `path`, so a crash while saving
-    never leaves a torn checkpoint where the last good one was.
+    Build that dict as `state`; the given `save_checked` writes it with a checksum of its
+    contents to a temporary file and `os.replace`s it onto `path`, so a crash while
+    saving never leaves a torn checkpoint where the last good one was.
     """
     path = Path(path)
     raise NotImplementedError('Exercise 3.11: Checkpoints that resume exactly — see 03_training_loop.ipynb')
+    return save_checked(path, state)
+
+
+TRAINING_STATE_KEYS = ("step", "model", "optimizer", "rng", "history", "config")
 
 
 def load_training_state(path: str | Path, *, model: nn.Module, optimizer: torch.optim.Optimizer,
@@ -486,11 +490,10 @@ def load_training_state(path: str | Path, *, model: nn.Module, optimizer: torch.
 
     If `config` is given and differs from the saved one, raise ValueError naming the
     differing keys: resuming with other hyperparameters is a different run, not a resume.
+    The file is loaded with `weights_only=True` and its checksum verified first: an empty,
+    truncated or corrupted file raises `CheckpointError` (a ValueError) naming it.
     """
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"no training state at {path}")
-    state = torch.load(path, map_location="cpu", weights_only=True)
+    state = load_checked(path, keys=TRAINING_STATE_KEYS, what="training state")
     if config is not None and state["config"] != config:
         diff = sorted(k for k in set(config) | set(state["config"]) if config.get(k) != state["config"].get(k))
         raise ValueError(f"{path} was saved with another config (differs in {diff}); resuming would not "
@@ -734,6 +737,8 @@ def corpus_splits(data_dir: str | Path | None) -> tuple[Path, Path]:
     if data_dir is None:
         train_path = Path(build_train_split(CORPUS_DIR))
     else:
+        if Path(data_dir).is_file():
+            raise ValueError(f"data_dir {data_dir} is a file; give the folder that holds train.jsonl and val.jsonl")
         train_path = Path(data_dir) / "train.jsonl"
     val_path = train_path.with_name("val.jsonl")
     for p in (train_path, val_path):
@@ -759,17 +764,42 @@ def describe_split(path: Path, tokens: torch.Tensor) -> dict:
             "documents": sum(kinds.values()), "tokens": len(tokens), "documents_by_kind": kinds}
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, but every refusal reads `error: <what is wrong>` (exit 2) with the usage first."""
+
+    def error(self, message: str):
+        self.print_usage(sys.stderr)
+        self.exit(2, f"error: {message}\n")
+
+
+def _rel(path: Path) -> str:
+    return str(path.relative_to(REPO)) if path.is_relative_to(REPO) else str(path)
+
+
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m solutions.train", description="Train the course's GPT.")
+    """`python -m solutions.train [options]`; exit 0, or 2 with `error: ...` for a bad argument.
+
+    Writes the model to `--out` (default: out/<preset>/gpt.pt, a git-ignored run folder);
+    the committed default model is replaced only with `--replace-default-model`. Every
+    output is checked before training (not an input, not a shipped file, not a folder)
+    and written atomically.
+    """
+    p = _Parser(prog="python -m solutions.train", description="Train the course's GPT. Nothing the course "
+                "ships is overwritten: the model goes to --out (default: out/PRESET/gpt.pt) unless "
+                "--replace-default-model is given.")
     p.add_argument("--preset", choices=sorted(PRESETS), default="default")
     p.add_argument("--data", default=None, help="folder with train.jsonl and val.jsonl "
-                                                "(default: stage 02's corpus, built if missing)")
+                                                "(default: stage 02's corpus in data/corpus, built if missing)")
     p.add_argument("--steps", type=int, help="override the preset's steps (the warmup is capped at it)")
     p.add_argument("--grad-accum", type=int, help="override the preset's gradient accumulation")
     p.add_argument("--seed", type=int, help="override the preset's seed")
     p.add_argument("--out", default=None, help="save the model here with save_checkpoint "
-                                               f"(default preset: {DEFAULT_WEIGHTS.relative_to(REPO)})")
-    p.add_argument("--state", default=None, help="training-state checkpoint to save (and --resume from)")
+                                               f"(default: {_rel(RUNS_DIR)}/PRESET/gpt.pt)")
+    p.add_argument("--replace-default-model", action="store_true",
+                   help=f"save the model to {_rel(DEFAULT_WEIGHTS)}, replacing the committed default model that "
+                        "stages 04-08 load (only with --preset default, not with --out)")
+    p.add_argument("--state", default=None, help="training-state checkpoint to save (and --resume from); "
+                                                 "an existing one is overwritten only with --resume")
     p.add_argument("--resume", action="store_true", help="continue from --state")
     p.add_argument("--history", default=None, help="write the run's history as JSON")
     p.add_argument("--plot", default=None, help="write the loss curves as PNG")
@@ -777,15 +807,51 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-progress", action="store_true")
     args = p.parse_args(argv)
 
+    for name in ("steps", "grad_accum", "threads"):
+        value = getattr(args, name)
+        if value is not None and value < 1:
+            p.error(f"--{name.replace('_', '-')} must be >= 1, got {value}")
+    if args.replace_default_model and args.out:
+        p.error(f"give --out or --replace-default-model, not both (--out {args.out})")
+    if args.replace_default_model and args.preset != "default":
+        p.error(f"--replace-default-model needs --preset default, got --preset {args.preset}")
+    if args.resume and not args.state:
+        p.error("--resume needs --state FILE (the training state to continue)")
+    if args.state and not args.resume and Path(args.state).exists():
+        p.error(f"--state {args.state} exists: pass --resume to continue that run, or choose another path")
+    if args.resume and not Path(args.state).is_file():
+        p.error(f"--resume: no training state at {args.state}")
     overrides = {k: v for k, v in (("steps", args.steps), ("grad_accum", args.grad_accum), ("seed", args.seed))
                  if v is not None}
     preset = PRESETS[args.preset]
     if args.steps is not None:
         overrides["warmup_steps"] = min(preset.warmup_steps, args.steps)
-    cfg = replace(preset, **overrides)
+    if args.replace_default_model:
+        out = DEFAULT_WEIGHTS
+    else:
+        out = Path(args.out) if args.out else RUNS_DIR / args.preset / "gpt.pt"
+    outputs = [Path(f) for f in (out, args.state, args.history, args.plot) if f]
+    try:
+        cfg = replace(preset, **overrides)
+        if args.data is not None:  # before anything is built or trained
+            corpus_splits(args.data)
+        check_outputs(files=outputs, inputs=[Path(args.data or CORPUS_DIR) / f"{s}.jsonl" for s in ("train", "val")],
+                      allow=[DEFAULT_WEIGHTS] if args.replace_default_model else [])
+        if args.resume:  # a damaged state or another run's state: refused before any work
+            saved = load_checked(args.state, keys=TRAINING_STATE_KEYS, what="training state")["config"]
+            if saved != asdict(cfg):
+                diff = sorted(k for k in set(saved) | set(asdict(cfg)) if saved.get(k) != asdict(cfg).get(k))
+                raise ValueError(f"--state {args.state} was saved with another config (differs in {diff}); "
+                                 "resume with the same --preset, --steps, --grad-accum and --seed")
+        return _run(args, argv, cfg, out)
+    except (ValueError, TypeError, FileNotFoundError) as e:  # UnsafeOutputError, CheckpointError included
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+
+
+def _run(args: argparse.Namespace, argv: list[str] | None, cfg: TrainConfig, out: Path) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
-    out = Path(args.out) if args.out else (DEFAULT_WEIGHTS if args.preset == "default" else None)
     rank, world = setup_distributed()
     train_path, val_path = corpus_splits(args.data)
     train_tokens, val_tokens = load_tokens(train_path), load_tokens(val_path)
@@ -803,26 +869,27 @@ def main(argv: list[str] | None = None) -> int:
         print(f"trained in {history['time'][-1]:.0f} s ({seconds:.0f} s in this session): "
               f"val loss {final['loss']:.4f}, {final['bpb']:.4f} bits/byte")
         if args.history:
-            Path(args.history).write_text(json.dumps(history), encoding="utf-8")
+            write_text_atomic(args.history, json.dumps(history))
         if args.plot:
             import matplotlib
 
             matplotlib.use("Agg")
-            plot_history(history, label=args.preset).figure.savefig(args.plot, dpi=120, bbox_inches="tight")
-        if out is not None:
-            command = " ".join(["python -m solutions.train", *(sys.argv[1:] if argv is None else argv)])
-            meta = {"command": command, "preset": args.preset, "config": asdict(cfg), "seed": cfg.seed,
-                    "steps": cfg.steps, "tokens_seen": history["tokens"][-1],
-                    "val_loss": final["loss"], "val_bpb": final["bpb"],
-                    "val_tokens_evaluated": cfg.eval_tokens, "train_seconds": round(history["time"][-1], 1),
-                    "processes": world, "threads": torch.get_num_threads(), "torch": str(torch.__version__),
-                    "history": {k: history[k] for k in ("step", "loss", "lr", "val_step", "val_loss", "val_bpb")},
-                    "corpus": {"train": describe_split(train_path, train_tokens),
-                               "val": describe_split(val_path, val_tokens),
-                               "description": "stage 02's deduplicated CPython standard library "
-                                              "sources and pydoc topics, byte-level tokens"}}
-            save_checkpoint(model, out, meta)
-            print(f"saved {out} ({out.stat().st_size / 1e6:.1f} MB)")
+            with atomic_write(args.plot, "wb") as f:
+                plot_history(history, label=args.preset).figure.savefig(f, format="png", dpi=120,
+                                                                        bbox_inches="tight")
+        command = " ".join(["python -m solutions.train", *(sys.argv[1:] if argv is None else argv)])
+        meta = {"command": command, "preset": args.preset, "config": asdict(cfg), "seed": cfg.seed,
+                "steps": cfg.steps, "tokens_seen": history["tokens"][-1],
+                "val_loss": final["loss"], "val_bpb": final["bpb"],
+                "val_tokens_evaluated": cfg.eval_tokens, "train_seconds": round(history["time"][-1], 1),
+                "processes": world, "threads": torch.get_num_threads(), "torch": str(torch.__version__),
+                "history": {k: history[k] for k in ("step", "loss", "lr", "val_step", "val_loss", "val_bpb")},
+                "corpus": {"train": describe_split(train_path, train_tokens),
+                           "val": describe_split(val_path, val_tokens),
+                           "description": "stage 02's deduplicated CPython standard library "
+                                          "sources and pydoc topics, byte-level tokens"}}
+        save_checkpoint(model, out, meta)
+        print(f"saved {out} ({out.stat().st_size / 1e6:.1f} MB)")
         print(sample_gpt(model, "def ", 200, temperature=0.8))
     if world > 1:
         dist.destroy_process_group()
@@ -844,4 +911,12 @@ def demo() -> None:
 
 
 if __name__ == "__main__":
+    # Idle OpenMP threads should sleep, not spin: on a machine shared with other jobs, spinning
+    # threads take the cores the working threads need (a 2-thread training step became up to 9x
+    # slower than a 1-thread one). The OpenMP runtime reads OMP_WAIT_POLICY once, when torch
+    # loads it, which this module's imports have done already: so the command line (only it;
+    # importing this module changes nothing) sets it, unless the user did, and starts again.
+    if "OMP_WAIT_POLICY" not in os.environ:
+        os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
+        os.execv(sys.executable, [sys.executable, *sys.orig_argv[1:]])
     raise SystemExit(main())

@@ -47,7 +47,7 @@ from typing import Iterable, Iterator, Sequence
 import numpy as np
 from tqdm import tqdm
 
-from solutions.fileio import UnsafeOutputError, atomic_write, check_outputs, staged_outputs, write_text_atomic
+from solutions.fileio import atomic_write, check_outputs, staged_outputs, write_text_atomic
 
 SPLITS = ("train", "val", "test")
 FIELDS = ("id", "text", "source")

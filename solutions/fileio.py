@@ -299,7 +299,7 @@ def save_checked(path: str | Path, state: dict) -> Path:
 
 
 def load_checked(path: str | Path, *, required: bool = True, keys: Iterable[str] = (),
-                 what: str = "checkpoint") -> dict:
+                 what: str = "checkpoint", map_location: str | None = "cpu") -> dict:
     """Load a file written by `save_checked` (`weights_only=True`) and verify its digest.
 
     Raises `FileNotFoundError` if there is no file and `CheckpointError` (a ValueError)
@@ -319,7 +319,7 @@ def load_checked(path: str | Path, *, required: bool = True, keys: Iterable[str]
     if size == 0:
         raise CheckpointError(f"the {what} {path} is empty (0 bytes): it was never completely written")
     try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
+        state = torch.load(path, map_location=map_location, weights_only=True)
     except (RuntimeError, EOFError, pickle.UnpicklingError, zipfile.BadZipFile, ValueError, KeyError,
             UnicodeDecodeError, IndexError, AttributeError, TypeError, OSError) as e:
         raise CheckpointError(f"the {what} {path} ({size:,} bytes) is corrupted or truncated and cannot be read "

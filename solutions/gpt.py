@@ -29,6 +29,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from solutions.fileio import load_checked, save_checked
 from solutions.tokenizer import VOCAB_SIZE, ByteTokenizer
 
 ASSETS = Path(__file__).resolve().parent / "assets"
@@ -228,18 +229,21 @@ class GPT(nn.Module):
 # ---- the course's default model -----------------------------------------------------------
 
 def save_checkpoint(model: GPT, path: str | Path, meta: dict | None = None, half: bool = True) -> Path:
-    """Save config + weights (+ meta: how it was trained) in one file; fp16 keeps it small."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    """Save config + weights (+ meta: how it was trained) in one file; fp16 keeps it small.
+
+    Written atomically with a checksum of its contents (`solutions.fileio.save_checked`)."""
     sd = {k: (v.half() if half and v.is_floating_point() else v) for k, v in model.state_dict().items()
           if k != "lm_head.weight"}
-    torch.save({"config": asdict(model.config), "state_dict": sd, "meta": meta or {}}, path)
-    return path
+    return save_checked(path, {"config": asdict(model.config), "state_dict": sd, "meta": meta or {}})
 
 
 def load_checkpoint(path: str | Path, map_location: str = "cpu") -> tuple[GPT, dict]:
-    """(model in eval mode, float32, meta) from a file written by `save_checkpoint`."""
-    ckpt = torch.load(path, map_location=map_location, weights_only=True)
+    """(model in eval mode, float32, meta) from a file written by `save_checkpoint`.
+
+    Loaded with `weights_only=True`; its checksum, if it has one, is verified: a damaged
+    file raises `solutions.fileio.CheckpointError` (a ValueError) naming it."""
+    ckpt = load_checked(path, required=False, keys=("config", "state_dict"), what="model checkpoint",
+                        map_location=map_location)
     model = GPT(GPTConfig(**ckpt["config"]))
     sd = {k: v.float() if v.is_floating_point() else v for k, v in ckpt["state_dict"].items()}
     sd["lm_head.weight"] = sd["transformer.wte.weight"]
