@@ -46,6 +46,8 @@ different memory layout (stage 06's paged cache, with block tables) plugs in unc
 
 from __future__ import annotations
 
+import math
+import numbers
 import time
 from dataclasses import dataclass, field
 from typing import Iterable, Protocol, Sequence
@@ -321,10 +323,16 @@ def forward_cached(model: GPT, idx: torch.Tensor, cache: CacheProtocol, *,
 
 # ---- sampling ----------------------------------------------------------------------------
 
+def _is_int(value) -> bool:
+    """A Python or NumPy integer (np.int64 ids are as good as ints), never a bool."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool) and type(value).__name__ != "bool_"
+
+
 def check_sampling(temperature, top_k, top_p) -> None:
-    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not temperature >= 0:
-        raise ValueError(f"temperature must be a number >= 0, got {temperature!r}")
-    if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1):
+    if (isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not temperature >= 0
+            or not math.isfinite(temperature)):
+        raise ValueError(f"temperature must be a finite number >= 0, got {temperature!r}")
+    if top_k is not None and (not _is_int(top_k) or top_k < 1):
         raise ValueError(f"top_k must be None or an int >= 1, got {top_k!r}")
     if top_p is not None and (isinstance(top_p, bool) or not isinstance(top_p, (int, float))
                               or not 0.0 < top_p <= 1.0):
@@ -345,6 +353,12 @@ def sample(logits: torch.Tensor, *, temperature: float = 1.0, top_k: int | None 
     if not isinstance(logits, torch.Tensor) or logits.dim() != 2 or not logits.is_floating_point():
         raise ValueError(f"logits must be a floating (batch, vocab) tensor, got "
                          f"{getattr(logits, 'shape', type(logits).__name__)} {getattr(logits, 'dtype', '')}")
+    bad = logits.isnan() | (logits == float("inf"))  # -inf is fine: a masked token
+    if bad.any() or (logits == float("-inf")).all(dim=-1).any():
+        rows = sorted(set(bad.any(dim=-1).nonzero().flatten().tolist())
+                      | set((logits == float("-inf")).all(dim=-1).nonzero().flatten().tolist()))
+        raise ValueError(f"logits must be finite (or -inf for a masked token, with one finite per row); "
+                         f"rows {rows[:8]} hold NaN, +inf or only -inf")
     raise NotImplementedError('Exercise 4.5: Sampling: greedy, temperature, top-k/p — see 04_kv_cache.ipynb')
 
 
@@ -375,17 +389,19 @@ def _check_generate(model, prompts, max_new_tokens, stop, cache) -> list[int]:
     for i, p in enumerate(prompts):
         if not isinstance(p, (list, tuple)) or not p:
             raise ValueError(f"prompt {i} must be a non-empty list of token ids, got {p!r:.80}")
-        if not all(isinstance(t, int) and not isinstance(t, bool) and 0 <= t < vocab for t in p):
+        if not all(_is_int(t) and 0 <= t < vocab for t in p):
             raise ValueError(f"prompt {i} holds ids outside 0..{vocab - 1} or non-ints: {list(p)!r:.80}")
         if len(p) + max_new_tokens > context:
             raise ValueError(f"prompt {i} has {len(p)} tokens; with max_new_tokens={max_new_tokens} it "
                              f"would exceed the model's context of {context}")
     if cache is not None and cache not in CACHES:
         raise ValueError(f"cache must be one of {sorted(CACHES)} or None (recompute), got {cache!r}")
-    stop_ids = [] if stop is None else [stop] if isinstance(stop, int) else list(stop)
-    if not all(isinstance(s, int) and not isinstance(s, bool) and 0 <= s < vocab for s in stop_ids):
+    if stop is not None and not _is_int(stop) and not isinstance(stop, Iterable):
         raise ValueError(f"stop must be None, a token id or a list of token ids in 0..{vocab - 1}, got {stop!r}")
-    return stop_ids
+    stop_ids = [] if stop is None else [stop] if _is_int(stop) else list(stop)
+    if not all(_is_int(s) and 0 <= s < vocab for s in stop_ids):
+        raise ValueError(f"stop must be None, a token id or a list of token ids in 0..{vocab - 1}, got {stop!r}")
+    return [int(s) for s in stop_ids]
 
 
 @torch.no_grad()
