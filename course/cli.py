@@ -143,7 +143,7 @@ def cmd_status(args) -> int:
             print("\n".join(feedback.wrap(f"Last run: {nxt.message}", indent="      ", max_lines=2)))
     else:
         print("\nEvery exercise is done.")
-    print("Legend: ✔ done  ◐ partial  ✘ failing  ⊘ blocked  … changed since the last run  · TODO")
+    print("Legend: ✔ done  ◐ partial  ✘ failing  ⊘ blocked  · TODO  … changed since checked")
     return 0
 
 

@@ -1,13 +1,19 @@
 """The learner's progress: what `course status` shows, computed in milliseconds.
 
 An exercise is
-  - TODO     while the learner's module still raises its stub's NotImplementedError,
-  - done     when its tests all passed in the latest recorded run of that module as it is now,
-  - failing  when some of its tests failed in that run,
-  - started  when the stub line is gone but no run has been recorded since the file changed.
+  - TODO     while the learner's module still raises its stub's NotImplementedError and no
+             run of the module as it is now says otherwise,
+  - done, partial, failing, blocked (and TODO)
+             as the latest recorded run of the module as it is now graded it (see
+             `course.feedback`: the same scoring and words as `course check`),
+  - started  when the module changed since its latest recorded run (its points are that
+             run's until the next one).
 
 Every pytest run in student mode records its results (see the pytest plugin) in
-`.course/progress.json` under the course root, keyed by the hash of the module it tested.
+`.course/progress.json` under the course root: per exercise, the outcome of each of its
+tests and the hash of the module they ran against. A run of some of the tests (`pytest
+-k ...`) updates those tests and keeps the others, as long as the module did not change.
+Tests of given code are recorded per stage, apart.
 """
 
 from __future__ import annotations
@@ -16,13 +22,15 @@ import hashlib
 import json
 import re
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from course import manifest
+from course import feedback, manifest
 from course.loader import root, student_path
 
-STATES = ("done", "failing", "started", "TODO", "missing")
+STATES = ("done", "partial", "failing", "blocked", "started", "TODO", "error", "missing")
+_KEEP = ("nodeid", "exercise", "points", "given", "outcome", "todo", "message")
+GIVEN_KEY = "_given"  # {stage number: {"passed": n, "failed": n, "skipped": n, "module_hash": h}}
 
 
 def progress_file() -> Path:
@@ -38,37 +46,71 @@ def _file_hash(path: Path) -> str | None:
 
 def _load() -> dict:
     try:
-        return json.loads(progress_file().read_text(encoding="utf-8"))
+        data = json.loads(progress_file().read_text(encoding="utf-8"))
+        return data if isinstance(data, dict) else {}
     except (OSError, ValueError):
         return {}
+
+
+def _stage_of_nodeid(nodeid: str) -> manifest.Stage | None:
+    try:
+        return manifest.stage(nodeid.replace("\\", "/").split("/", 1)[0])
+    except KeyError:
+        return None
 
 
 def record(results: list[dict]) -> None:
     """Merge one run's per-test results into the progress file."""
     by_ex: dict[str, list[dict]] = {}
+    given: dict[str, list[dict]] = {}
     for r in results:
         if r.get("exercise"):
             by_ex.setdefault(r["exercise"], []).append(r)
-    if not by_ex:
+        elif r.get("given"):
+            st = _stage_of_nodeid(r.get("nodeid", ""))
+            if st is not None:
+                given.setdefault(st.number, []).append(r)
+    if not by_ex and not given:
         return
     data = _load()
+    hashes: dict[str, str | None] = {}
+
+    def module_hash(st: manifest.Stage) -> str | None:
+        if st.number not in hashes:
+            hashes[st.number] = _file_hash(student_path(st.module))
+        return hashes[st.number]
+
     for ex_id, rs in by_ex.items():
         try:
             st = manifest.stage_of(ex_id)
         except KeyError:
             continue
-        failed = [r for r in rs if r["outcome"] == "failed"]
+        h = module_hash(st)
+        old = data.get(ex_id) if isinstance(data.get(ex_id), dict) else {}
+        tests = {t["nodeid"]: t for t in old.get("tests", [])} if old.get("module_hash") == h else {}
+        for r in rs:
+            tests[r["nodeid"]] = {k: r.get(k) for k in _KEEP}
+        ts = list(tests.values())
+        failed = [t for t in ts if t["outcome"] == "failed"]
+        pick = feedback.pick_failure(ts, ex_id)
         data[ex_id] = {
             "state": "failing" if failed else "done",
-            "passed": sum(r["outcome"] == "passed" for r in rs),
-            "total": len(rs),
-            "message": failed[0]["message"] if failed else "",
-            "module_hash": _file_hash(student_path(st.module)),
+            "passed": sum(t["outcome"] == "passed" for t in ts),
+            "total": len(ts),
+            "message": (pick or {}).get("message", "") if failed else "",
+            "module_hash": h,
             "time": time.time(),
+            "tests": ts,
         }
+    g = data.get(GIVEN_KEY) if isinstance(data.get(GIVEN_KEY), dict) else {}
+    for number, rs in given.items():
+        g[number] = {k: sum(r["outcome"] == k for r in rs) for k in ("passed", "failed", "skipped")}
+        g[number]["module_hash"] = module_hash(manifest.stage(number))
+    if given:
+        data[GIVEN_KEY] = g
     path = progress_file()
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
+    tmp = path.with_suffix(f".{time.time_ns()}.tmp")
     tmp.write_text(json.dumps(data, indent=1), encoding="utf-8")
     tmp.replace(path)
 
@@ -79,6 +121,12 @@ class ExerciseStatus:
     exercise: manifest.Exercise
     state: str
     message: str = ""
+    score: float = 0.0  # points earned in the latest recorded run (see course.grading)
+    blocked_by: list[str] = field(default_factory=list)  # exercises to finish first
+
+    @property
+    def done(self) -> bool:
+        return self.state == "done"
 
 
 def _stub_pattern(ex_id: str) -> re.Pattern:
@@ -86,21 +134,44 @@ def _stub_pattern(ex_id: str) -> re.Pattern:
 
 
 def status() -> list[ExerciseStatus]:
+    """Every exercise's state, points and blockers, from the saved results (no test runs)."""
     data = _load()
     out: list[ExerciseStatus] = []
+    tests_of: dict[str, list[dict]] = {}
     for st in manifest.STAGES:
         path = student_path(st.module)
         text = path.read_text(encoding="utf-8") if path.exists() else None
         h = _file_hash(path)
+        stage_tests = [t for ex in st.exercises for t in (data.get(ex.id) or {}).get("tests", [])]
+        graded = feedback.scores(st, stage_tests) if stage_tests else {}
         for ex in st.exercises:
+            rec = data.get(ex.id) if isinstance(data.get(ex.id), dict) else None
+            tests_of[ex.id] = (rec or {}).get("tests", [])
+            score, state = graded.get(ex.id, (0.0, "TODO"))
+            if rec is not None and "tests" not in rec:  # written by an older course version
+                rec = None
             if text is None:
                 out.append(ExerciseStatus(st, ex, "missing", f"{path.name} not found"))
-            elif _stub_pattern(ex.id).search(text):
+            elif rec and rec.get("module_hash") == h:
+                failed = [t for t in rec["tests"] if t["outcome"] == "failed"]
+                if failed and all(feedback.todo_of(t) not in (None, ex.id) for t in failed):
+                    state = "blocked"
+                out.append(ExerciseStatus(st, ex, state, rec.get("message", ""), score))
+            elif _stub_pattern(ex.id).search(text) and not (rec and score > 0):
                 out.append(ExerciseStatus(st, ex, "TODO"))
             else:
-                rec = data.get(ex.id)
-                if rec and rec.get("module_hash") == h:
-                    out.append(ExerciseStatus(st, ex, rec["state"], rec.get("message", "")))
-                else:
-                    out.append(ExerciseStatus(st, ex, "started", f"run `course check {st.number}`"))
+                out.append(ExerciseStatus(st, ex, "started", f"changed since the last run: "
+                                          f"`course check {st.number}`", score if rec else 0.0))
+    states = {r.exercise.id: r.state for r in out}
+    for r in out:
+        if not r.done:
+            recorded = tests_of.get(r.exercise.id, []) if r.state not in ("TODO", "started") else []
+            r.blocked_by = feedback.blocked_by(r.exercise.id, states, recorded)
     return out
+
+
+def given(stage_number: str) -> dict | None:
+    """The latest recorded outcomes of a stage's given-code tests: {"passed": n, ...}."""
+    g = _load().get(GIVEN_KEY) or {}
+    rec = g.get(stage_number)
+    return rec if isinstance(rec, dict) else None

@@ -1,0 +1,399 @@
+"""Feedback that points at the learner's bug: what `course check`, `course status` and the
+pytest plugin say about a failure.
+
+- **One line per failure.** A failure's message is the exception's type and its first
+  non-empty lines (`np.testing` messages start with a blank line, so "the first line" alone
+  would be a bare `AssertionError:`), with the arrays it dumps left out: e.g.
+  `AssertionError: Not equal to tolerance rtol=1e-09, atol=0 · Mismatched elements: 1 / 6
+  (16.7%) · [0, 2]: 0.5 (ACTUAL), 1.0 (DESIRED) · ...`.
+- **In the learner's file.** An exception raised inside the learner's module (a syntax
+  error, an import error, a `ValueError` from NumPy two calls down) is reported at the
+  learner's file and line, `01_autograd/autograd.py:123: SyntaxError: ...`, not at the test.
+- **The most specific failing test.** Of an exercise's failed tests, `course check` shows
+  the first in file order among those that say the most, ranked: a failure in the learner's
+  own code with a message > the same with a bare exception name > the exercise's own TODO >
+  a TODO of another exercise (that one is "blocked", see below).
+- **Blocked.** An exercise is blocked by another when the manifest says it `requires` it
+  (its tests call that code) and that one is not done yet, or when its tests stop at that
+  exercise's TODO. `course check` and `course status` say "blocked by 1.3".
+- **Points.** Both commands score with `course.grading` (an exercise earns its points in
+  proportion to its passing tests) and print them rounded down to one decimal (`7.5/10`,
+  never `10/10` before every test passes).
+- **Given code apart.** Tests marked `given` check code the learner received; they are
+  counted apart ("given code: 50 passed") and never make an exercise look done or failing.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import textwrap
+from collections import Counter
+from pathlib import Path
+
+from course import manifest
+from course.loader import root, student_path
+
+MAX_MESSAGE = 300  # characters of a one-line failure message
+_DUMP = re.compile(r"^\s*(ACTUAL|DESIRED|x|y):\s")  # the arrays np.testing prints in full
+_LABEL = re.compile(r"^\s*(Mismatch at index|First \d+ mismatches are at indices):\s*$")
+_TODO = re.compile(r"TODO: Exercise (\d+\.\d+)")
+
+
+# ---- one line per failure -------------------------------------------------------------
+
+def summarize(exc: BaseException) -> str:
+    """`Type: first non-empty lines of the message` on one line (arrays left out)."""
+    group = getattr(exc, "exceptions", None)
+    if group:  # an exception group (Hypothesis, TaskGroup): the first leaf says enough
+        first = summarize(group[0])
+        return first if len(group) == 1 else f"{first} (and {len(group) - 1} more)"
+    name = type(exc).__name__
+    if isinstance(exc, SyntaxError) and exc.msg:
+        return f"{name}: {exc.msg}"
+    lines = [ln.strip() for ln in str(exc).splitlines()]
+    lines = [ln for ln in lines if ln and not _DUMP.match(ln) and not _LABEL.match(ln)]
+    text = " · ".join(lines[:6])
+    return _clip(f"{name}: {text}" if text else name)
+
+
+def summarize_text(text: str) -> str:
+    """The same from an exception's printed form (`Type: message...`, perhaps multi-line)."""
+    lines = [ln.strip() for ln in str(text).splitlines()]
+    lines = [ln for ln in lines if ln and not _DUMP.match(ln) and not _LABEL.match(ln)]
+    if len(lines) > 1 and lines[0].endswith(":"):  # "AssertionError:" then the message
+        lines = [f"{lines[0]} {lines[1]}", *lines[2:]]
+    return _clip(" · ".join(lines[:6])) if lines else "failed"
+
+
+def _clip(text: str, n: int = MAX_MESSAGE) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+def is_informative(message: str) -> bool:
+    """Does a one-line message say more than the exception's name?"""
+    m = re.sub(r"^[\w.]+:\s*", "", message.strip(), count=1) if ":" in message else ""
+    return bool(m.strip()) and m.strip() not in ("assert False", "assert None")
+
+
+# ---- in the learner's file --------------------------------------------------------------
+
+def _learner_files() -> dict[str, str]:
+    """{absolute path of every learner module: its path relative to the course root}."""
+    out = {}
+    for st in manifest.STAGES:
+        p = student_path(st.module)
+        out[str(p)] = f"{st.folder}/{p.name}"
+        try:
+            out[str(p.resolve())] = f"{st.folder}/{p.name}"
+        except OSError:
+            pass
+    return out
+
+
+def _chain(exc: BaseException | None):
+    """The exception, then its causes and contexts, then the members of any group."""
+    todo, seen = [exc], set()
+    while todo:
+        e = todo.pop(0)
+        if e is None or id(e) in seen:
+            continue
+        seen.add(id(e))
+        yield e
+        todo += [e.__cause__, e.__context__, *getattr(e, "exceptions", ())]
+
+
+def learner_location(exc: BaseException | None, follow_chain: bool = False
+                     ) -> tuple[str, int, BaseException] | None:
+    """(learner file relative to the root, line, the exception raised there), or None.
+
+    A syntax error in the learner's module is placed where the parser stopped; any other
+    exception at the innermost frame of its traceback that lies in the learner's module.
+    `follow_chain` also looks at the exceptions it was raised from (pytest wraps an import
+    error in its own `CollectError`); a test's failure is judged by its own exception only
+    (a test's `AssertionError` about the learner's `ValueError` is the test's message)."""
+    files = _learner_files()
+    for e in (_chain(exc) if follow_chain else [exc] if exc is not None else []):
+        if isinstance(e, SyntaxError) and e.filename:
+            rel = files.get(str(e.filename)) or files.get(str(Path(e.filename).resolve()))
+            if rel:
+                return rel, int(e.lineno or 0), e
+        found = None
+        tb = e.__traceback__
+        while tb is not None:
+            rel = files.get(tb.tb_frame.f_code.co_filename)
+            if rel:
+                found = (rel, tb.tb_lineno, e)
+            tb = tb.tb_next
+        if found:
+            return found
+    return None
+
+
+def failure_message(exc: BaseException | None) -> str | None:
+    """One line for a failed test: `learner/file.py:LINE: Type: message` when the exception
+    was raised in the learner's module, else `Type: message`. None without an exception."""
+    if exc is None:
+        return None
+    loc = learner_location(exc)
+    if loc is not None:
+        rel, line, inner = loc
+        return _clip(f"{rel}:{line}: {summarize(inner)}")
+    return summarize(exc)
+
+
+def collect_error(exc: BaseException | None) -> tuple[str, list[str]] | None:
+    """For an error while importing a test module: (one line at the learner's file and line,
+    the lines to show: that line, the source line and a caret), if the learner's module
+    caused it; else None."""
+    loc = learner_location(exc, follow_chain=True)
+    if loc is None:
+        return None
+    rel, line, inner = loc
+    head = _clip(f"{rel}:{line}: {summarize(inner)}")
+    shown = [head]
+    src = getattr(inner, "text", None) if isinstance(inner, SyntaxError) else None
+    if src is None:
+        try:
+            src = (root() / rel).read_text(encoding="utf-8").splitlines()[line - 1]
+        except (OSError, IndexError, UnicodeDecodeError):
+            src = None
+    if src:
+        src = src.rstrip("\n")
+        shown.append(f"    {src.strip()}")
+        off = getattr(inner, "offset", None) if isinstance(inner, SyntaxError) else None
+        if off:
+            lead = len(src) - len(src.lstrip())
+            shown.append("    " + " " * max(0, off - 1 - lead) + "^")
+    shown.append("No test can import your module until this is fixed.")
+    return head, shown
+
+
+class LearnerErrorRepr:
+    """A short failure report naming the learner's file and line (pytest prints it)."""
+
+    def __init__(self, lines: list[str], path: str, lineno: int):
+        self.lines = lines
+        self.reprcrash = _Crash(path, lineno, lines[0])
+
+    def toterminal(self, tw) -> None:
+        tw.line(self.lines[0], red=True, bold=True)
+        for ln in self.lines[1:]:
+            tw.line(ln)
+
+    def __str__(self) -> str:
+        return "\n".join(self.lines)
+
+
+class _Crash:
+    def __init__(self, path: str, lineno: int, message: str):
+        self.path, self.lineno, self.message = path, lineno, message
+
+
+# ---- per exercise: the failure to show, blocked, points --------------------------------
+
+def todo_of(result: dict) -> str | None:
+    """The exercise id whose TODO stopped this test, if any."""
+    t = result.get("todo")
+    if t:
+        m = re.match(r"Exercise (\d+\.\d+)", t)
+        return m.group(1) if m else None
+    m = _TODO.search(result.get("message") or "")
+    return m.group(1) if m else None
+
+
+def _rank(result: dict, ex_id: str) -> int:
+    todo = todo_of(result)
+    if todo is not None:
+        return 2 if todo == ex_id else 3
+    return 0 if is_informative(result.get("message") or "") else 1
+
+
+def pick_failure(results: list[dict], ex_id: str) -> dict | None:
+    """The failed test to show for exercise `ex_id` (see the module docstring), or None."""
+    failed = [r for r in results if r.get("outcome") == "failed"]
+    if not failed:
+        return None
+    return min(enumerate(failed), key=lambda ir: (_rank(ir[1], ex_id), ir[0]))[1]
+
+
+def requires_closure(ex_id: str) -> list[str]:
+    """Every exercise `ex_id` needs, directly or through another, in course order."""
+    seen: set[str] = set()
+    todo = list(manifest.exercise(ex_id).requires)
+    while todo:
+        r = todo.pop()
+        if r not in seen:
+            seen.add(r)
+            todo += list(manifest.exercise(r).requires)
+    order = {e.id: i for i, e in enumerate(e for s in manifest.STAGES for e in s.exercises)}
+    return sorted(seen, key=lambda i: order.get(i, 1 << 30))
+
+
+def blocked_by(ex_id: str, states: dict[str, str], results: list[dict] = ()) -> list[str]:
+    """The exercises that keep `ex_id` from passing: its declared requirements that are not
+    done (per `states`, {id: state}), and other exercises whose TODO stopped its tests."""
+    out = [r for r in manifest.exercise(ex_id).requires if states.get(r, "done") != "done"]
+    for res in results:
+        t = todo_of(res) if res.get("outcome") == "failed" else None
+        if t and t != ex_id and t not in out:
+            out.append(t)
+    return out
+
+
+def fmt_points(score: float, max_score: float) -> str:
+    """`7.5/10`: rounded down to one decimal, so that full marks mean every test passed."""
+    return f"{fmt_score(score)}/{max_score:g}"
+
+
+def fmt_score(score: float) -> str:
+    s = math.floor(score * 10 + 1e-9) / 10
+    return f"{s:.1f}".removesuffix(".0")
+
+
+def scores(st: manifest.Stage, results: list[dict]) -> dict[str, tuple[float, str]]:
+    """{exercise id: (points earned, grading state)} for one stage's per-test results,
+    scored by `course.grading` (the same rule `course grade` uses)."""
+    from course import grading
+
+    entries = grading.grade_stage(st, grading.RunResult(results=list(results)))
+    return {e.exercise: (float(e.score), e.state) for e in entries}
+
+
+def given_counts(results: list[dict]) -> Counter:
+    """Outcomes of the tests of given code (not graded)."""
+    return Counter(r.get("outcome") for r in results if r.get("given") and not r.get("exercise"))
+
+
+# ---- course check ----------------------------------------------------------------------
+
+SYMBOL = {"done": "✔", "failing": "✘", "partial": "◐", "started": "…", "TODO": "·", "missing": "?",
+          "error": "!", "blocked": "⊘"}
+
+
+def _short(text: str, n: int) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+def wrap(text: str, indent: str = "     ", width: int = 80, max_lines: int = 3) -> list[str]:
+    """`text` on at most `max_lines` lines of `width` columns; the first starts with `indent`,
+    the others with as many spaces."""
+    rest = " " * len(indent)
+    lines = textwrap.wrap(" ".join(text.split()), width=width, initial_indent=indent,
+                          subsequent_indent=rest, break_long_words=True, break_on_hyphens=False)
+    lines = lines or [indent.rstrip()]
+    if len(lines) > max_lines:
+        lines = lines[:max_lines]
+        lines[-1] = lines[-1][: width - 1] + "…"
+    return lines
+
+
+def _group_errors(errors: list[str]) -> list[str]:
+    """Collection errors, one per distinct cause ("... (stops 4 test files)")."""
+    counts: dict[str, int] = {}
+    for e in errors:
+        key = e.split(" (while collecting ", 1)[0]
+        counts[key] = counts.get(key, 0) + 1
+    return [k if n == 1 else f"{k} (stops {n} test files)" for k, n in counts.items()]
+
+
+def check_lines(st: manifest.Stage, results: list[dict], errors: list[str]) -> tuple[list[str], int]:
+    """What `course check` prints for one run of a stage's tests, and how many exercises
+    are done. Lines fit 80 columns."""
+    by_ex: dict[str, list[dict]] = {e.id: [] for e in st.exercises}
+    for r in results:
+        if r.get("exercise") in by_ex:
+            by_ex[r["exercise"]].append(r)
+    sc = scores(st, results)
+    states = {ex_id: state for ex_id, (_, state) in sc.items()}
+    out: list[str] = []
+    grouped = _group_errors(errors)
+    for err in grouped:
+        out += wrap(err, indent=" ! ", max_lines=6)
+    done = 0
+    total_got = total_max = 0.0
+    for ex in st.exercises:
+        rs = by_ex[ex.id]
+        got, state = sc.get(ex.id, (0.0, "error"))
+        total_got += got
+        total_max += ex.points
+        failed = [r for r in rs if r.get("outcome") == "failed"]
+        if failed and all(todo_of(r) not in (None, ex.id) for r in failed):
+            state = "blocked"
+        done += state == "done"
+        name = _short(f"{ex.id} {ex.title}", 48)
+        out.append(f" {SYMBOL.get(state, ' ')} {name:<48} {state:>8} {fmt_points(got, ex.points):>11}")
+        if state == "done":
+            continue
+        if not rs:
+            if not grouped:
+                out += wrap("no test of this exercise ran")
+            continue
+        block = blocked_by(ex.id, states, rs)
+        pick = pick_failure(rs, ex.id)
+        passed = sum(r.get("outcome") == "passed" for r in rs)
+        counted = sum(r.get("outcome") != "skipped" for r in rs)
+        if block:
+            own_todo = sum(todo_of(r) == ex.id for r in failed)
+            why = f"blocked by {', '.join(block)}: its tests call that code"
+            out += wrap(why + ("" if own_todo or not failed else "; fill it in first"))
+        if pick is not None:
+            name = pick["nodeid"].split("::")[-1]
+            if _rank(pick, ex.id) >= 2:  # a TODO: the stub message says it all
+                msg = pick.get("message") or ""
+                see = msg.rsplit(" — ", 1)[-1] if " — " in msg else ""
+                if _rank(pick, ex.id) == 2:
+                    stop = sum(todo_of(r) == ex.id for r in failed)
+                    out += wrap(f"TODO: fill it in{f' ({see})' if see else ''}" if not passed else
+                                f"{passed}/{counted} tests pass; {stop} stop at its TODO")
+            else:
+                n_fail = len(failed)
+                head = f"{passed}/{counted} tests pass. " if counted else ""
+                out += wrap(f"{head}{name}: {pick.get('message') or 'failed'}"
+                             + (f" (+{n_fail - 1} more failing)" if n_fail > 1 else ""))
+    given = given_counts(results)
+    if given:
+        parts = [f"{given[k]} {k}" for k in ("passed", "failed", "skipped") if given[k]]
+        line = f" given code (not graded): {', '.join(parts)}"
+        if given["failed"]:
+            line += " — did an edit break given code?"
+        out.append(line if len(line) <= 80 else line[:79] + "…")
+    out.append(f" points: {fmt_points(total_got, total_max)}")
+    return out, done
+
+
+# ---- pytest's closing line -------------------------------------------------------------
+
+def terminal_summary(results: list[dict]) -> str | None:
+    """`exercises: 0/8 done (85 tests stop at a TODO); given code: 50 passed` for a run."""
+    by_ex: dict[str, list[dict]] = {}
+    for r in results:
+        if r.get("exercise"):
+            by_ex.setdefault(r["exercise"], []).append(r)
+    given = given_counts(results)
+    if not by_ex and not given:
+        return None
+    done = sum(all(r["outcome"] != "failed" for r in rs) and any(r["outcome"] == "passed" for r in rs)
+               for rs in by_ex.values())
+    todo = sum(1 for rs in by_ex.values() for r in rs if r["outcome"] == "failed" and todo_of(r))
+    parts = [f"exercises: {done}/{len(by_ex)} done"
+             + (f" ({todo} failed test{'s' if todo != 1 else ''} stop at a TODO)" if todo else "")]
+    if given:
+        parts.append("given code: " + ", ".join(f"{given[k]} {k}" for k in ("passed", "failed", "skipped")
+                                               if given[k]))
+    return "; ".join(parts)
+
+
+def sharpen_report(report, exc: BaseException | None) -> None:
+    """Put the one-line message (at the learner's file and line when it came from there)
+    into a failed test's report, where pytest's short summary and `course check` read it."""
+    crash = getattr(getattr(report, "longrepr", None), "reprcrash", None)
+    msg = failure_message(exc)
+    if crash is None or not msg:
+        return
+    try:
+        crash.message = msg
+    except AttributeError:  # a frozen or foreign repr: keep pytest's own
+        pass

@@ -1,0 +1,290 @@
+"""Feedback that points at the learner's bug (course.feedback, `course check`, `course status`):
+one informative line per failure, the learner's file and line for errors raised there, one
+scoring rule for both commands, given-code tests apart, and "blocked by" from the manifest."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from course import feedback, grading, manifest, progress
+from tests.helpers import ROOT, existing_stages
+
+NP_MESSAGE = None
+try:
+    np.testing.assert_allclose([1.0, 2.0, 3.0], [1.0, 2.0, 4.0], rtol=1e-9, err_msg="gradient of input 0")
+except AssertionError as e:
+    NP_MESSAGE = e
+
+
+def _res(nodeid, ex, outcome, message="", todo=None, given=False):
+    return {"nodeid": f"01_autograd/tests/test_x.py::{nodeid}", "exercise": ex, "points": None,
+            "given": given, "outcome": outcome, "todo": todo,
+            "message": message if outcome == "failed" else "", "duration": 0.0}
+
+
+def _todo(ex_id):
+    ex = manifest.exercise(ex_id)
+    return f"Exercise {ex_id}: {ex.title} — see 01_autograd.ipynb"
+
+
+# ---- one line per failure -------------------------------------------------------------
+
+def test_np_testing_failure_is_summarised_past_its_blank_first_line():
+    assert str(NP_MESSAGE).startswith("\n")  # the case that printed a bare "AssertionError:"
+    line = feedback.summarize(NP_MESSAGE)
+    assert line.startswith("AssertionError: Not equal to tolerance rtol=1e-09")
+    assert "gradient of input 0" in line and "Mismatched elements: 1 / 3" in line
+    assert "array(" not in line and "\n" not in line and len(line) <= feedback.MAX_MESSAGE
+    # the same from the printed form pytest keeps in a report
+    text = feedback.summarize_text(f"AssertionError: {NP_MESSAGE}")
+    assert text.startswith("AssertionError: Not equal to tolerance") and "Mismatched elements" in text
+
+
+def test_plain_and_grouped_exceptions_are_summarised():
+    assert feedback.summarize(ValueError("shape (2, 3) vs (3,)")) == "ValueError: shape (2, 3) vs (3,)"
+    assert feedback.summarize(AssertionError()) == "AssertionError"
+    group = ExceptionGroup("two", [KeyError("a"), ValueError("b")])
+    assert feedback.summarize(group) == "KeyError: 'a' (and 1 more)"
+    assert not feedback.is_informative("AssertionError")
+    assert not feedback.is_informative("AssertionError: ")
+    assert feedback.is_informative("AssertionError: assert 6 == 4")
+
+
+def test_pytest_reports_the_informative_line(tmp_path):
+    """Through the plugin: pytest's summary and the results JSON carry the message."""
+    (tmp_path / "test_np.py").write_text(
+        "import numpy as np\n\ndef test_close():\n"
+        "    np.testing.assert_allclose([1.0, 2.0], [1.0, 3.0], err_msg='grad of b')\n")
+    res = tmp_path / "r.json"
+    env = dict(os.environ, COURSE_NO_RECORD="1", COLUMNS="200")
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rf", "-p", "no:cacheprovider",
+                           str(tmp_path / "test_np.py"), f"--course-results={res}"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1, proc.stdout
+    (r,) = json.loads(res.read_text())["results"]
+    assert r["message"].startswith("AssertionError: Not equal to tolerance"), r["message"]
+    assert "grad of b" in r["message"]
+    assert re.search(r"FAILED .*test_close - AssertionError: Not equal to tolerance", proc.stdout), proc.stdout
+
+
+# ---- in the learner's file ---------------------------------------------------------------
+
+def _fake_root(tmp_path: Path, monkeypatch, stage_folder: str = "01_autograd") -> Path:
+    """A course root whose every entry links to the real one except one stage folder, copied."""
+    for p in ROOT.iterdir():
+        if p.name not in (stage_folder, ".git", ".course", ".venv"):
+            (tmp_path / p.name).symlink_to(p)
+    shutil.copytree(ROOT / stage_folder, tmp_path / stage_folder,
+                    ignore=shutil.ignore_patterns("__pycache__", "*.ipynb", "hidden_tests"))
+    monkeypatch.setenv("COURSE_ROOT", str(tmp_path))
+    return tmp_path
+
+
+def test_an_error_raised_in_the_learners_module_names_its_file_and_line(tmp_path, monkeypatch):
+    root = _fake_root(tmp_path, monkeypatch)
+    path = root / "01_autograd" / "autograd.py"
+    code = compile("def f(x):\n    return x.reshape(-1, 7)\n", str(path), "exec")
+    ns: dict = {}
+    exec(code, ns)
+    with pytest.raises(ValueError) as info:
+        ns["f"](np.zeros(6))
+    msg = feedback.failure_message(info.value)
+    assert msg.startswith("01_autograd/autograd.py:2: ValueError: cannot reshape"), msg
+    # a test's own assertion is the test's message, with no learner location
+    assert feedback.failure_message(AssertionError("assert 6 == 4")) == "AssertionError: assert 6 == 4"
+
+
+def _stub_with(root: Path, old: str, new: str) -> int:
+    """Edit the copied stub (never the committed one); return the edited line's number."""
+    path = root / "01_autograd" / "autograd.py"
+    text = path.read_text(encoding="utf-8")
+    assert old in text
+    path.write_text(text.replace(old, new, 1), encoding="utf-8")
+    return text[: text.index(old)].count("\n") + 1
+
+
+def test_syntax_error_is_reported_at_the_learners_file_and_line(tmp_path, monkeypatch):
+    root = _fake_root(tmp_path, monkeypatch)
+    line = _stub_with(root, "import numpy as np\n", "import numpy as np\nx = (1,\n")
+    res = tmp_path / "r.json"
+    env = dict(os.environ, COURSE_ROOT=str(root), COURSE_NO_RECORD="1", COURSE_IMPL="student")
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--impl", "student",
+                           "01_autograd/tests", f"--course-results={res}"],
+                          cwd=root, env=env, capture_output=True, text=True, timeout=300)
+    errors = json.loads(res.read_text())["errors"]
+    assert errors, proc.stdout[-2000:]
+    want = re.compile(rf"^01_autograd/autograd\.py:{line + 1}: SyntaxError: ")
+    assert all(want.match(e) for e in errors), errors
+    assert "(while collecting 01_autograd/tests/" in errors[0]
+    assert f"01_autograd/autograd.py:{line + 1}: SyntaxError" in proc.stdout
+    # course check says it once, with how many test files it stops
+    lines, done = feedback.check_lines(manifest.stage("01"), [], errors)
+    assert done == 0 and want.match(lines[0].removeprefix(" ! ")), lines[:2]
+    assert sum("SyntaxError" in ln for ln in lines) == 1
+    assert all(len(ln) <= 80 for ln in lines)
+
+
+def test_import_error_in_the_learners_module_names_its_line(tmp_path, monkeypatch):
+    root = _fake_root(tmp_path, monkeypatch)
+    line = _stub_with(root, "import numpy as np\n", "import numpy as np\nimport numpy_typo_not_installed\n")
+    env = dict(os.environ, COURSE_ROOT=str(root), COURSE_NO_RECORD="1", COURSE_IMPL="student")
+    proc = subprocess.run([sys.executable, "-m", "course", "check", "01"], cwd=root, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 1
+    assert (f"01_autograd/autograd.py:{line + 1}: ModuleNotFoundError: No module named "
+            "'numpy_typo_not_installed'") in " ".join(proc.stdout.split()), proc.stdout
+    assert all(len(ln) <= 80 for ln in proc.stdout.splitlines())
+
+
+# ---- per exercise: which failure, blocked, points -----------------------------------------
+
+def test_the_most_specific_failure_is_shown():
+    rs = [
+        _res("t_blocked", "1.6", "failed", f"TODO: {_todo('1.4')}", todo=_todo("1.4")),
+        _res("t_own_todo", "1.6", "failed", f"TODO: {_todo('1.6')}", todo=_todo("1.6")),
+        _res("t_bare", "1.6", "failed", "AssertionError"),
+        _res("t_pass", "1.6", "passed"),
+        _res("t_real", "1.6", "failed", "AssertionError: Not equal to tolerance rtol=1e-09, atol=0"),
+        _res("t_real_later", "1.6", "failed", "AssertionError: assert 6 == 4"),
+    ]
+    assert feedback.pick_failure(rs, "1.6")["nodeid"].endswith("t_real")  # informative, first in file
+    assert feedback.pick_failure(rs[:3], "1.6")["nodeid"].endswith("t_bare")  # own code before TODOs
+    assert feedback.pick_failure(rs[:2], "1.6")["nodeid"].endswith("t_own_todo")
+    assert feedback.pick_failure(rs[:1], "1.6")["nodeid"].endswith("t_blocked")
+    assert feedback.pick_failure(rs[3:4], "1.6") is None
+
+
+def test_points_print_rounded_down_to_one_decimal():
+    assert feedback.fmt_points(12.3214, 15) == "12.3/15"
+    assert feedback.fmt_points(14.96, 15) == "14.9/15"  # never full marks before every test passes
+    assert feedback.fmt_points(15.0, 15) == "15/15"
+    assert feedback.fmt_points(0.0, 10) == "0/10"
+    assert feedback.fmt_points(41.25, 100) == "41.2/100"
+
+
+def _synthetic_stage01() -> list[dict]:
+    """1.1 done, 1.2 partial with an np.testing failure, 1.3 own TODO, 1.4 stopped by 1.3's
+    TODO only, the rest TODO; 3 given-code tests (one skipped)."""
+    rs = [_res(f"t11_{i}", "1.1", "passed") for i in range(4)]
+    rs += [_res("t12_a", "1.2", "passed"), _res("t12_b", "1.2", "failed", "AssertionError"),
+           _res("t12_c", "1.2", "failed", feedback.summarize(NP_MESSAGE)), _res("t12_d", "1.2", "passed")]
+    rs += [_res("t13", "1.3", "failed", f"TODO: {_todo('1.3')}", todo=_todo("1.3"))]
+    rs += [_res("t14", "1.4", "failed", f"TODO: {_todo('1.3')}", todo=_todo("1.3"))]
+    for ex in ("1.5", "1.6", "1.7", "1.8"):
+        rs.append(_res(f"t{ex}", ex, "failed", f"TODO: {_todo(ex)}", todo=_todo(ex)))
+    rs += [_res("g1", None, "passed", given=True), _res("g2", None, "passed", given=True),
+           _res("g3", None, "skipped", given=True)]
+    return rs
+
+
+def test_check_lines_show_the_message_blockers_points_and_given_code():
+    st = manifest.stage("01")
+    rs = _synthetic_stage01()
+    lines, done = feedback.check_lines(st, rs, [])
+    text = "\n".join(lines)
+    assert all(len(ln) <= 80 for ln in lines), [ln for ln in lines if len(ln) > 80]
+    assert done == 1
+    row12 = next(i for i, ln in enumerate(lines) if " 1.2 " in ln)
+    assert "partial" in lines[row12] and "7.5/15" in lines[row12]
+    detail = " ".join(" ".join(lines[row12 + 1: row12 + 4]).split())
+    assert "2/4 tests pass. t12_c: AssertionError: Not equal to tolerance" in detail  # not the bare one
+    row14 = next(ln for ln in lines if " 1.4 " in ln)
+    assert "blocked" in row14
+    assert re.search(r"blocked by (1\.\d, )*1\.3\b", text)
+    assert "given code (not graded): 2 passed, 1 skipped" in text
+    # the points are course.grading's
+    entries = grading.grade_stage(st, grading.RunResult(results=rs))
+    assert lines[-1].strip() == f"points: {feedback.fmt_points(sum(e.score for e in entries), 100)}"
+
+
+def test_declared_requirements_block_until_done():
+    ex = next((e for st in manifest.STAGES for e in st.exercises if e.requires), None)
+    if ex is None:
+        pytest.skip("no exercise declares requirements")
+    req = ex.requires[0]
+    assert feedback.blocked_by(ex.id, {req: "TODO"}) == [req]
+    assert req not in feedback.blocked_by(ex.id, {r: "done" for r in ex.requires})
+
+
+def test_manifest_requirements_are_known_earlier_and_acyclic():
+    order = {e.id: i for i, e in enumerate(e for s in manifest.STAGES for e in s.exercises)}
+    for st in manifest.STAGES:
+        for ex in st.exercises:
+            assert isinstance(ex.requires, tuple)
+            for r in ex.requires:
+                assert r in order, f"{ex.id} requires unknown exercise {r!r}"
+                assert order[r] < order[ex.id], f"{ex.id} requires {r}, which comes after it"
+            assert ex.id not in feedback.requires_closure(ex.id)
+
+
+def test_stage01_dependencies_are_declared():
+    """The dependencies the issue found by hand: 1.6's tests need 1.3 and 1.4; 1.7's need 1.2."""
+    close = {e.id: set(feedback.requires_closure(e.id)) for e in manifest.stage("01").exercises}
+    assert {"1.3", "1.4"} <= close["1.6"]
+    assert "1.2" in close["1.7"]
+
+
+# ---- status agrees with check --------------------------------------------------------
+
+def test_status_and_check_agree_on_points(tmp_path, monkeypatch):
+    root = _fake_root(tmp_path, monkeypatch)
+    st = manifest.stage("01")
+    rs = _synthetic_stage01()
+    progress.record(rs)
+    rows = [r for r in progress.status() if r.stage is st]
+    entries = grading.grade_stage(st, grading.RunResult(results=rs))
+    assert {r.exercise.id: round(r.score, 6) for r in rows} == {e.exercise: round(e.score, 6) for e in entries}
+    state = {r.exercise.id: r.state for r in rows}
+    assert state["1.1"] == "done" and state["1.2"] == "partial" and state["1.4"] == "blocked"
+    assert next(r for r in rows if r.exercise.id == "1.4").blocked_by == ["1.2", "1.3"]  # 1.2: partial
+    assert progress.given("01") == {"passed": 2, "failed": 0, "skipped": 1,
+                                    "module_hash": progress._file_hash(root / "01_autograd/autograd.py")}
+    # a run of some tests merges with the earlier run of the same file
+    progress.record([_res("t12_b", "1.2", "passed")])
+    row12 = next(r for r in progress.status() if r.exercise.id == "1.2")
+    assert row12.state == "partial" and round(row12.score, 6) == round(15 * 3 / 4, 6)
+    # the module changes: the points stay those of the last run, marked "started"
+    (root / "01_autograd" / "autograd.py").write_text(
+        (root / "01_autograd" / "autograd.py").read_text() + "\n# edited\n")
+    row12 = next(r for r in progress.status() if r.exercise.id == "1.2")
+    assert row12.state == "started" and round(row12.score, 6) == round(15 * 3 / 4, 6)
+
+
+def test_status_prints_the_same_points_within_80_columns(tmp_path, monkeypatch):
+    root = _fake_root(tmp_path, monkeypatch)
+    progress.record(_synthetic_stage01())
+    env = dict(os.environ, COURSE_ROOT=str(root))
+    proc = subprocess.run([sys.executable, "-m", "course", "status", "-v"], cwd=root, env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert all(len(ln) <= 80 for ln in lines), [ln for ln in lines if len(ln) > 80]
+    entries = grading.grade_stage(manifest.stage("01"), grading.RunResult(results=_synthetic_stage01()))
+    got = feedback.fmt_points(sum(e.score for e in entries), 100)
+    assert re.search(rf"^01 .*\b1/8\s+{re.escape(got)}\b", proc.stdout, re.M), proc.stdout
+    assert "given code (not graded): 2/2 tests pass" in proc.stdout
+    assert "⊘ 1.2, 1.3" in proc.stdout
+
+
+# ---- pytest's closing line -------------------------------------------------------------
+
+def test_terminal_summary_counts_exercises_and_given_code_apart():
+    line = feedback.terminal_summary(_synthetic_stage01())
+    assert line == "exercises: 1/8 done (6 failed tests stop at a TODO); given code: 2 passed, 1 skipped"
+    assert feedback.terminal_summary([]) is None
+
+
+@pytest.mark.parametrize("st", [pytest.param(s, id=s.folder) for s in existing_stages()[:1]])
+def test_readme_describes_what_pytest_prints_on_a_stub(st):
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## How a learner works", 1)[1].split("\n## ", 1)[0]
+    assert "every unfilled exercise shows as one TODO line" not in section
+    assert "given" in section and "blocked by" in section
