@@ -52,13 +52,13 @@ STAGES: tuple[Stage, ...] = (
     # --- stage 01 -------------------------------------------------------------------
     Stage("01", "autograd", "01_autograd", "A NumPy autograd engine", _ex(
         ("1.1", "Backward in topological order", 15),
-        ("1.2", "Arithmetic with broadcasting", 15),
-        ("1.3", "Reductions: sum, mean, max", 10),
-        ("1.4", "Matrix multiply, 2-D and batched", 10),
-        ("1.5", "Reshape, transpose and indexing", 15),
-        ("1.6", "Nonlinearities", 10),
-        ("1.7", "Softmax and cross-entropy", 15),
-        ("1.8", "Linear, MLP and SGD", 10),
+        ("1.2", "Arithmetic with broadcasting", 15, "1.1"),
+        ("1.3", "Reductions: sum, mean, max", 10, "1.1 1.2"),
+        ("1.4", "Matrix multiply, 2-D and batched", 10, "1.1 1.2 1.3"),
+        ("1.5", "Reshape, transpose and indexing", 15, "1.1 1.2 1.3"),
+        ("1.6", "Nonlinearities", 10, "1.1 1.2 1.3 1.4"),
+        ("1.7", "Softmax and cross-entropy", 15, "1.1 1.2 1.3"),
+        ("1.8", "Linear, MLP and SGD", 10, "1.1 1.2 1.4 1.6 1.7"),
     )),
     # --- end stage 01 ---------------------------------------------------------------
     # --- stage 02 -------------------------------------------------------------------
@@ -66,11 +66,11 @@ STAGES: tuple[Stage, ...] = (
         ("2.1", "Normalisation and quality filters", 10),
         ("2.2", "Exact deduplication with SHA-256", 8),
         ("2.3", "Shingles: character and word n-grams", 10),
-        ("2.4", "Vectorised MinHash signatures", 20),
-        ("2.5", "LSH banding and verification", 18),
+        ("2.4", "Vectorised MinHash signatures", 20, "2.3"),
+        ("2.5", "LSH banding and verification", 18, "2.3 2.4"),
         ("2.6", "Union-find clustering", 10),
-        ("2.7", "Splits without leakage", 10),
-        ("2.8", "The streaming pipeline and report", 14),
+        ("2.7", "Splits without leakage", 10, "2.6"),
+        ("2.8", "The streaming pipeline and report", 14, "2.1 2.2 2.3 2.4 2.5 2.6 2.7"),
     )),
     # --- end stage 02 ---------------------------------------------------------------
     # --- stage 03 -------------------------------------------------------------------
@@ -92,22 +92,22 @@ STAGES: tuple[Stage, ...] = (
     # --- stage 04 -------------------------------------------------------------------
     Stage("04", "kv_cache", "04_kv_cache", "The KV cache", _ex(
         ("4.1", "Attention against a cache", 25),
-        ("4.2", "ConcatKVCache: the torch.cat baseline", 10),
-        ("4.3", "KVCache: preallocated, written in place", 15),
-        ("4.4", "QuantizedKVCache: INT8 K/V", 15),
+        ("4.2", "ConcatKVCache: the torch.cat baseline", 10, "4.1"),
+        ("4.3", "KVCache: preallocated, written in place", 15, "4.1"),
+        ("4.4", "QuantizedKVCache: INT8 K/V", 15, "4.1 4.3"),
         ("4.5", "Sampling: greedy, temperature, top-k/p", 15),
-        ("4.6", "generate with any cache or none", 20),
+        ("4.6", "generate with any cache or none", 20, "4.1 4.2 4.3 4.4 4.5"),
     )),
     # --- end stage 04 ---------------------------------------------------------------
     # --- stage 05 -------------------------------------------------------------------
     Stage("05", "batching", "05_batching", "Static, dynamic and continuous batching", _ex(
         ("5.1", "The request lifecycle", 10),
-        ("5.2", "Static batching and the ragged step", 25),
-        ("5.3", "Dynamic batching: full or timed out", 10),
-        ("5.4", "Continuous batching", 10),
-        ("5.5", "Chunked prefill: a token budget", 15),
-        ("5.6", "Preemption and abort", 15),
-        ("5.7", "Metrics: TTFT, TPOT, ITL, p50/p99", 15),
+        ("5.2", "Static batching and the ragged step", 25, "5.1"),
+        ("5.3", "Dynamic batching: full or timed out", 10, "5.1 5.2"),
+        ("5.4", "Continuous batching", 10, "5.1 5.2"),
+        ("5.5", "Chunked prefill: a token budget", 15, "5.1 5.2 5.4"),
+        ("5.6", "Preemption and abort", 15, "5.1 5.2 5.4 5.5"),
+        ("5.7", "Metrics: TTFT, TPOT, ITL, p50/p99", 15, "5.1 5.2 5.4 5.6"),
     )),
     # --- end stage 05 ---------------------------------------------------------------
     # --- stage 06 -------------------------------------------------------------------
