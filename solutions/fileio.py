@@ -128,10 +128,15 @@ def _check_writable_parent(target: Path, shown: Path, what: str) -> None:
         p = p.parent
     if not p.is_dir():
         raise UnsafeOutputError(f"cannot create the {what} folder {shown}: {p} is a file, not a folder")
-    if p == target and not os.access(p, os.W_OK | os.X_OK):
-        raise UnsafeOutputError(f"the {what} folder {shown} is not writable")
-    if p != target and not os.access(p, os.W_OK | os.X_OK):
-        raise UnsafeOutputError(f"cannot create the {what} folder {shown}: {p} is not writable")
+    try:  # os.access says yes to root even on a read-only mount: try it (an empty file, removed)
+        fd, probe = tempfile.mkstemp(prefix=f"{PARTIAL}{os.getpid()}-probe.", dir=p)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as e:
+        if p == target:
+            raise UnsafeOutputError(f"the {what} folder {shown} is not writable ({e.strerror})") from None
+        raise UnsafeOutputError(f"cannot create the {what} folder {shown}: {p} is not writable "
+                                f"({e.strerror})") from None
 
 
 def _temp_path(target: Path, folder: bool) -> Path:
