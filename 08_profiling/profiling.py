@@ -760,7 +760,7 @@ def collect(model: GPT | None = None, *, sections: Sequence[str] = SECTIONS, dev
         say("ops: torch.profiler around decode steps at batch 1 and batch %d" % big)
         data["ops"] = {}
         for b in (1, big):
-            prof = profile_engine(decode_engine(model, b), wait=1, warmup=1, active=3 if quick else 5,
+            prof = profile_engine(decode_engine(model, b), wait=1, warmup=1, active=3,
                                   trace_path=trace_path if b == big else None)
             total = sum(o.self_s for o in prof.ops) or 1.0
             data["ops"][f"b{b}"] = {

@@ -312,7 +312,8 @@ def profile_engine(engine, *, wait: int = 1, warmup: int = 1, active: int = 3, t
     top_level = [e for e in events if e.cpu_parent is None or not e.cpu_parent.name.startswith("aten::")]
     kernels = None
     if device.type == "cuda":
-        kernels = sum(a.count for a in averages if a.device_type == torch.autograd.DeviceType.CUDA) / active
+        kernels = sum(a.count for a in averages
+                      if getattr(a, "device_type", None) == torch.autograd.DeviceType.CUDA) / active
     by_shape = sorted(((a.key, str(a.input_shapes), a.count, a.self_cpu_time_total * 1e-6)
                        for a in prof.key_averages(group_by_input_shape=True) if a.key.startswith("aten::")),
                       key=lambda r: -r[3])
@@ -989,7 +990,7 @@ def collect(model: GPT | None = None, *, sections: Sequence[str] = SECTIONS, dev
         say("ops: torch.profiler around decode steps at batch 1 and batch %d" % big)
         data["ops"] = {}
         for b in (1, big):
-            prof = profile_engine(decode_engine(model, b), wait=1, warmup=1, active=3 if quick else 5,
+            prof = profile_engine(decode_engine(model, b), wait=1, warmup=1, active=3,
                                   trace_path=trace_path if b == big else None)
             total = sum(o.self_s for o in prof.ops) or 1.0
             data["ops"][f"b{b}"] = {
