@@ -252,13 +252,15 @@ def fmt_score(score: float) -> str:
     return f"{s:.1f}".removesuffix(".0")
 
 
-def scores(st: manifest.Stage, results: list[dict]) -> dict[str, tuple[float, str]]:
-    """{exercise id: (points earned, grading state)} for one stage's per-test results,
-    scored by `course.grading` (the same rule `course grade` uses)."""
+def scores(st: manifest.Stage, results: list[dict]) -> dict[str, tuple[float, str, float]]:
+    """{exercise id: (points earned, grading state, points it is graded out of)} for one
+    stage's per-test results, scored by `course.grading` (the rule `course grade` uses; an
+    exercise whose tests all need CUDA is graded out of 0 on a machine without it)."""
     from course import grading
 
     entries = grading.grade_stage(st, grading.RunResult(results=list(results)))
-    return {e.exercise: (float(e.score), e.state) for e in entries}
+    return {e.exercise: (float(e.score), e.state, float(e.max_score)) for e in entries
+            if e.visibility == "visible"}
 
 
 def given_counts(results: list[dict]) -> Counter:
@@ -269,7 +271,7 @@ def given_counts(results: list[dict]) -> Counter:
 # ---- course check ----------------------------------------------------------------------
 
 SYMBOL = {"done": "✔", "failing": "✘", "partial": "◐", "started": "…", "TODO": "·", "missing": "?",
-          "error": "!", "blocked": "⊘"}
+          "error": "!", "blocked": "⊘", "no-gpu": "-"}
 
 
 def _short(text: str, n: int) -> str:
@@ -307,7 +309,7 @@ def check_lines(st: manifest.Stage, results: list[dict], errors: list[str]) -> t
         if r.get("exercise") in by_ex:
             by_ex[r["exercise"]].append(r)
     sc = scores(st, results)
-    states = {ex_id: state for ex_id, (_, state) in sc.items()}
+    states = {ex_id: state for ex_id, (_, state, _) in sc.items()}
     out: list[str] = []
     grouped = _group_errors(errors)
     for err in grouped:
@@ -316,16 +318,16 @@ def check_lines(st: manifest.Stage, results: list[dict], errors: list[str]) -> t
     total_got = total_max = 0.0
     for ex in st.exercises:
         rs = by_ex[ex.id]
-        got, state = sc.get(ex.id, (0.0, "error"))
+        got, state, out_of = sc.get(ex.id, (0.0, "error", ex.points))
         total_got += got
-        total_max += ex.points
+        total_max += out_of
         failed = [r for r in rs if r.get("outcome") == "failed"]
         if failed and all(todo_of(r) not in (None, ex.id) for r in failed):
             state = "blocked"
         done += state == "done"
         name = _short(f"{ex.id} {ex.title}", 48)
-        out.append(f" {SYMBOL.get(state, ' ')} {name:<48} {state:>8} {fmt_points(got, ex.points):>11}")
-        if state == "done":
+        out.append(f" {SYMBOL.get(state, ' ')} {name:<48} {state:>8} {fmt_points(got, out_of):>11}")
+        if state in ("done", "no-gpu"):
             continue
         if not rs:
             if not grouped:
