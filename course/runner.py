@@ -136,7 +136,8 @@ def _one_process(run: Run, paths, impl, *, root, timeout, sandbox, env, hidden, 
     r, w = os.pipe()
     cmd = [sys.executable, "-I", "-B", "-m", "pytest", *map(str, paths), f"--impl={impl}",
            f"--course-events-fd={w}", f"--course-done={done_file}", f"--timeout={timeout:g}",
-           "-q", "-rN", "--no-header", "-p", "no:cacheprovider", f"--rootdir={root}", f"--confcutdir={root}"]
+           "-q", "-rN", "--no-header", "-p", "no:cacheprovider", "-p", "no:nbval", f"--rootdir={root}",
+           f"--confcutdir={root}"]
     if (root / "pyproject.toml").exists():
         cmd += ["-c", str(root / "pyproject.toml")]
     if hidden:

@@ -1,0 +1,317 @@
+"""The red team: each attack a learner could commit in their stub, graded by `course grade
+--submission` against a small instructor's course (stage 01 with a few quick numpy tests,
+a hidden test and a Hypothesis test), must score 0 or be flagged "tampering detected";
+a correct solution whose exercises crash, exit, loop in C or hang inside Hypothesis keeps
+the points of every other exercise.
+
+Each attack is one `course grade` run of a few seconds (per-test limit 3 s)."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import sysconfig
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import ROOT, run
+
+SECRET = "held-out case 7f3a9c: broadcasting a row against a column"
+
+VISIBLE = '''
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+import course
+
+ag = course.load("autograd")
+
+
+@pytest.mark.exercise("1.2")
+def test_rt_add():
+    a = ag.Tensor(np.arange(3.0))
+    np.testing.assert_allclose((a + a).data, [0.0, 2.0, 4.0])
+
+
+@pytest.mark.exercise("1.3")
+def test_rt_sum():
+    assert ag.Tensor(np.ones((2, 3))).sum().item() == 6.0
+
+
+@pytest.mark.exercise("1.4")
+def test_rt_matmul():
+    a = ag.Tensor(np.eye(2))
+    np.testing.assert_allclose((a @ a).data, np.eye(2))
+
+
+@pytest.mark.exercise("1.5")
+def test_rt_reshape():
+    assert ag.Tensor(np.arange(6.0)).reshape(2, 3).shape == (2, 3)
+
+
+@pytest.mark.exercise("1.6")
+@settings(max_examples=30, deadline=None, database=None)
+@given(st.floats(-5, 5))
+def test_rt_relu(x):
+    assert ag.Tensor(np.array([x])).relu().item() == max(x, 0.0)
+'''
+
+HIDDEN = f'''
+import numpy as np
+import pytest
+
+import course
+
+SECRET = "{SECRET}"
+
+
+@pytest.mark.exercise("1.2")
+def test_rt_hidden_broadcast():
+    ag = course.load("autograd")
+    out = ag.Tensor(np.ones((1, 3))) + ag.Tensor(np.ones((2, 1)))
+    assert out.shape == (2, 3), SECRET
+'''
+
+
+@pytest.fixture(scope="module")
+def course_root(tmp_path_factory) -> Path:
+    """A small instructor's course: the real harness and solutions, stage 01 with quick tests."""
+    base = tmp_path_factory.mktemp("instructor")
+    shutil.copy2(ROOT / "pyproject.toml", base / "pyproject.toml")
+    shutil.copytree(ROOT / "solutions", base / "solutions", ignore=shutil.ignore_patterns("__pycache__"))
+    (base / "01_autograd" / "tests").mkdir(parents=True)
+    (base / "01_autograd" / "hidden_tests").mkdir()
+    shutil.copy2(ROOT / "01_autograd" / "autograd.py", base / "01_autograd" / "autograd.py")
+    (base / "01_autograd" / "tests" / "test_autograd_rt.py").write_text(VISIBLE)
+    (base / "01_autograd" / "hidden_tests" / "test_autograd_rt_hidden.py").write_text(HIDDEN)
+    return base
+
+
+def _stub(course_root: Path) -> str:
+    return (course_root / "01_autograd" / "autograd.py").read_text()
+
+
+def _solution(course_root: Path) -> str:
+    return (course_root / "solutions" / "autograd.py").read_text()
+
+
+def _grade(course_root: Path, tmp_path: Path, learner_file: str | None, *extra: str,
+           submission: Path | None = None):
+    sub = submission or tmp_path / "submission"
+    if learner_file is not None:
+        (sub / "01_autograd").mkdir(parents=True, exist_ok=True)
+        (sub / "01_autograd" / "autograd.py").write_text(learner_file)
+    out, md = tmp_path / "results.json", tmp_path / "summary.md"
+    proc = run([sys.executable, "-m", "course", "grade", "--submission", str(sub), "--stages", "01",
+                "--timeout", "3", "--json", str(out), "--summary", str(md), *extra], impl="student", timeout=300,
+               env={"COURSE_ROOT": str(course_root)})
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    res = json.loads(out.read_text())
+    return res, md.read_text(), proc
+
+
+def _tests(res: dict, name: str) -> list[dict]:
+    return [t for t in res["tests"] if t["name"].startswith(name)]
+
+
+def _zero_or_tampering(res: dict, proc) -> None:
+    tampered = "TAMPERING DETECTED" in proc.stderr
+    assert res["score"] == 0 or tampered, (res, proc.stderr[-2000:])
+    if tampered:
+        assert res["score"] == 0, res
+        assert any(t["visibility"] == "hidden" and "tampering" in t["name"] for t in res["tests"])
+
+
+def test_the_stub_scores_zero_and_the_solution_full(course_root, tmp_path):
+    res, _, proc = _grade(course_root, tmp_path, _stub(course_root))
+    assert res["score"] == 0 and "TAMPERING" not in proc.stderr, proc.stderr
+    res, _, proc = _grade(course_root, tmp_path, _solution(course_root), "--stages", "01,1")
+    assert "TAMPERING" not in proc.stderr, proc.stderr
+    names = [t["name"] for t in res["tests"]]
+    assert len(names) == len(set(names)), "a stage named twice was graded twice"
+    for ex in ("1.2", "1.3", "1.4", "1.5", "1.6"):
+        t = next(t for t in res["tests"] if t["name"].startswith(ex + " ") and "hidden" not in t["name"])
+        assert t["score"] == t["max_score"] > 0, t
+    hid = _tests(res, "1.2 Arithmetic with broadcasting (hidden")
+    assert hid and hid[0]["visibility"] == "after_due_date" and hid[0]["score"] == hid[0]["max_score"]
+
+
+def test_crashes_loops_and_hangs_cost_only_their_exercise(course_root, tmp_path):
+    """The solution, with 1.3 calling os._exit, 1.4 segfaulting, 1.5 looping inside C code
+    and 1.6 hanging inside a Hypothesis test: 1.2 keeps its points, visible and hidden."""
+    learner = _solution(course_root) + '''
+
+import ctypes as _ctypes
+import itertools as _itertools
+import os as _os
+
+
+def _exit_now(self, *a, **k):
+    _os._exit(3)
+
+
+def _segfault(self, other):
+    _ctypes.string_at(0)
+
+
+def _c_loop(self, *shape):
+    return sum(_itertools.count())
+
+
+def _hang(self):
+    while True:
+        pass
+
+
+Tensor.sum = _exit_now
+Tensor.__matmul__ = _segfault
+Tensor.reshape = _c_loop
+Tensor.relu = _hang
+'''
+    t0 = time.monotonic()
+    res, md, proc = _grade(course_root, tmp_path, learner)
+    assert "TAMPERING" not in proc.stderr, proc.stderr
+    by = {t["name"].split(" ")[0]: t for t in res["tests"] if t["visibility"] == "visible"}
+    assert by["1.2"]["score"] == by["1.2"]["max_score"] > 0
+    assert _tests(res, "1.2 Arithmetic with broadcasting (hidden")[0]["score"] > 0
+    for ex, word in (("1.3", "exited with code 3"), ("1.4", "SIGSEGV"), ("1.5", "Timeout"), ("1.6", "Timeout")):
+        assert by[ex]["score"] == 0, by[ex]
+        assert word in by[ex]["output"] and "test_rt_" in by[ex]["output"], by[ex]  # names the test
+    assert time.monotonic() - t0 < 120
+
+
+ATTACKS = {
+    # the stub's NotImplementedError turned into a skip
+    "skip-instead-of-raise": lambda stub: stub.replace("raise NotImplementedError(", "_pytest.skip(").replace(
+        "import numpy as np", "import numpy as np\nimport pytest as _pytest", 1),
+    # every report rewritten to "passed"
+    "patch-test-report": lambda stub: stub + '''
+import _pytest.reports as _r
+_orig_init = _r.TestReport.__init__
+def _init(self, *a, **k):
+    _orig_init(self, *a, **k)
+    self.outcome, self.longrepr = "passed", None
+_r.TestReport.__init__ = _init
+''',
+    # a plugin registered from the stub, forcing every call to pass
+    "register-plugin": lambda stub: stub + '''
+import sys as _sys
+import pytest as _pytest
+class _Forge:
+    @_pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_makereport(self, item, call):
+        out = yield
+        rep = out.get_result()
+        rep.outcome, rep.longrepr = "passed", None
+_sys.modules["course.pytest_plugin"]._current_config.pluginmanager.register(_Forge(), "forge")
+''',
+    # the test functions never run
+    "patch-runtest": lambda stub: stub + '''
+import _pytest.python as _p
+_p.Function.runtest = lambda self: None
+''',
+    # forged events written to the grader's channel when the process exits
+    "atexit-forged-events": lambda stub: stub + '''
+import atexit as _atexit, json as _json, os as _os, sys as _sys
+def _forge():
+    fd = next(int(a.split("=", 1)[1]) for a in _sys.argv if a.startswith("--course-events-fd="))
+    for n in ("01_autograd/tests/test_autograd_rt.py::test_rt_add",):
+        _os.write(fd, (_json.dumps({"ev": "result", "nodeid": n, "outcome": "passed"}) + "\\n").encode())
+_atexit.register(_forge)
+''',
+    # the reference solution, imported
+    "import-solution": lambda stub: stub + "\nfrom solutions.autograd import *  # noqa\n",
+}
+
+
+@pytest.mark.parametrize("attack", list(ATTACKS))
+def test_attack_scores_zero_or_is_flagged(course_root, tmp_path, attack):
+    res, md, proc = _grade(course_root, tmp_path, ATTACKS[attack](_stub(course_root)))
+    _zero_or_tampering(res, proc)
+    if attack in ("patch-test-report", "register-plugin", "patch-runtest", "atexit-forged-events",
+                  "import-solution"):
+        assert "TAMPERING DETECTED" in proc.stderr, (attack, proc.stderr[-2000:])
+        assert "For the instructor" in md
+
+
+def test_learner_edits_to_tests_and_solutions_count_for_nothing(course_root, tmp_path):
+    sub = tmp_path / "submission"
+    (sub / "01_autograd" / "tests").mkdir(parents=True)
+    (sub / "solutions").mkdir()
+    (sub / "01_autograd" / "tests" / "test_autograd_rt.py").write_text(
+        'import pytest\n\n@pytest.mark.exercise("1.2")\ndef test_rt_add():\n    pass\n')
+    (sub / "solutions" / "autograd.py").write_text("raise SystemExit('never read')\n")
+    res, _, proc = _grade(course_root, tmp_path, _stub(course_root), submission=sub)
+    assert res["score"] == 0
+
+
+def test_a_linked_stub_is_refused(course_root, tmp_path):
+    sub = tmp_path / "submission"
+    (sub / "01_autograd").mkdir(parents=True)
+    (sub / "01_autograd" / "autograd.py").symlink_to(course_root / "solutions" / "autograd.py")
+    res, _, proc = _grade(course_root, tmp_path, None, submission=sub)
+    assert res["score"] == 0 and "is a link" in proc.stderr
+
+
+def test_a_detached_child_cannot_rewrite_results_after_grading(course_root, tmp_path):
+    learner = _stub(course_root) + '''
+import os as _os, time as _time
+def _outputs():
+    pid = _os.getppid()
+    argv = open(f"/proc/{pid}/cmdline", "rb").read().split(b"\\0")
+    return [argv[i + 1].decode() for i, a in enumerate(argv) if a in (b"--json", b"--summary")]
+_paths = _outputs()
+if _os.fork() == 0:
+    _os.setsid()
+    if _os.fork() == 0:
+        _time.sleep(2.5)
+        for p in _paths:
+            try:
+                open(p, "w").write('{"score": 1000, "tests": []}')
+            except OSError:
+                pass
+        _os._exit(0)
+    _os._exit(0)
+'''
+    res, md, proc = _grade(course_root, tmp_path, learner)
+    time.sleep(4)
+    res2 = json.loads((tmp_path / "results.json").read_text())
+    assert res2 == res and res["score"] == 0
+    assert (tmp_path / "summary.md").read_text() == md
+
+
+def test_hidden_source_never_reaches_the_outputs(course_root, tmp_path):
+    learner = _stub(course_root) + '''
+import glob as _glob, os as _os
+_src = "".join(open(p).read() for p in _glob.glob(_os.path.join(_os.environ["COURSE_ROOT"], "*", "hidden_tests", "*.py")))
+print(_src)
+def _leak(self, other):
+    raise AssertionError(_src)
+Tensor.__add__ = _leak
+'''
+    res, md, proc = _grade(course_root, tmp_path, learner)
+    assert res["score"] == 0
+    for text in (json.dumps(res), md, proc.stdout, proc.stderr):
+        assert SECRET not in text
+
+
+def test_a_pth_file_in_the_venv_is_blocked_or_flagged(course_root, tmp_path):
+    site = Path(sysconfig.get_paths()["purelib"])
+    pth = site / f"zz_course_redteam_{os.getpid()}.pth"
+    learner = _stub(course_root) + f'''
+try:
+    open({str(pth)!r}, "w").write("# course red-team test: harmless\\n")
+except OSError:
+    pass
+'''
+    try:
+        res, _, proc = _grade(course_root, tmp_path, learner)
+        assert res["score"] == 0
+        if pth.exists():
+            assert "TAMPERING DETECTED" in proc.stderr and "site-packages" in proc.stderr, proc.stderr
+    finally:
+        pth.unlink(missing_ok=True)
