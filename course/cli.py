@@ -25,7 +25,7 @@ from course import manifest
 from course.loader import IMPLS, current_impl, load, root, set_impl
 
 SYMBOL = {"done": "✔", "failing": "✘", "partial": "◐", "started": "…", "TODO": "·", "missing": "?",
-          "error": "!", "blocked": "⊘"}
+          "error": "!", "blocked": "⊘", "no-gpu": "-"}
 
 
 def _stages(arg: str | None) -> list[manifest.Stage]:
@@ -97,10 +97,10 @@ def cmd_status(args) -> int:
     for st in manifest.STAGES:
         mine = [r for r in rows if r.stage is st]
         done = [r for r in mine if r.done]
-        pts = sum(r.exercise.points for r in mine)
+        pts = sum(r.max_points for r in mine)
         got = sum(r.score for r in mine)
         total_pts, got_pts = total_pts + pts, got_pts + got
-        todo = next((r for r in mine if not r.done), None)
+        todo = next((r for r in mine if r.pending), None)
         if todo is None:
             nexts = "complete"
         elif todo.blocked_by:
@@ -114,7 +114,7 @@ def cmd_status(args) -> int:
                 extra = f" ⊘ {', '.join(r.blocked_by)}" if r.blocked_by else ""
                 line = (f"    {SYMBOL.get(r.state, '?')} {r.exercise.id:<5} "
                         f"{_short(r.exercise.title, 38):<38} {r.state:>8} "
-                        f"{feedback.fmt_points(r.score, r.exercise.points):>8}{extra}")
+                        f"{feedback.fmt_points(r.score, r.max_points):>8}{extra}")
                 print(line if len(line) <= 80 else line[:79] + "…")
             g = progress.given(st.number)
             if g and sum(g.get(k, 0) for k in ("passed", "failed", "skipped")):
@@ -126,7 +126,7 @@ def cmd_status(args) -> int:
     if broken:
         print(f"! given-code tests failed in stage {', '.join(broken)}: "
               f"did an edit break given code?")
-    pending = [r for r in rows if not r.done]
+    pending = [r for r in rows if r.pending]
     # the first exercise in course order that nothing blocks (its requirements are done)
     nxt = next((r for r in pending if not r.blocked_by), pending[0] if pending else None)
     if nxt is not None:
