@@ -1261,7 +1261,10 @@ class CourseServer(uvicorn.Server):
         if self.stop_requested.is_set() and self._drain_task is None:
             self._drain_task = asyncio.ensure_future(self.state.drain(self.grace_s))
         if self._drain_task is not None and self._drain_task.done():
-            self.drained = self._drain_task.result() if not self._drain_task.cancelled() else None
+            try:
+                self.drained = self._drain_task.result()
+            except BaseException:  # a broken drain must not keep the server up
+                log.exception("graceful shutdown failed; stopping anyway")
             return True
         if self.force_exit:
             return True

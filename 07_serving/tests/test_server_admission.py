@@ -1,0 +1,101 @@
+"""7.2 Admission control by KV blocks and tokens: a bounded queue; beyond it 503 with
+Retry-After at once, before any work; admitted requests are never dropped."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+import course
+
+srv = course.load("server")
+pytestmark = pytest.mark.exercise("7.2")
+M = "course-gpt"
+
+
+@pytest.mark.given
+def test_blocks_needed_shares_full_prompt_blocks():
+    assert srv.blocks_needed(16, 16, 1, 16) == 2
+    assert srv.blocks_needed(17, 15, 1, 16) == 2
+    assert srv.blocks_needed(17, 16, 1, 16) == 3
+    # n = 3: the one full prompt block is shared; each sequence owns the rest
+    assert srv.blocks_needed(20, 20, 3, 16) == 1 + 3 * 2
+
+
+def test_admit_until_the_queue_is_full_then_503():
+    a = srv.AdmissionControl(num_blocks=10, block_size=16, max_queue_tokens=32, retry_after_s=2)
+    assert a.capacity_blocks == 12
+    tickets = [a.admit(10, 22) for _ in range(6)]  # 2 blocks each: 12 of 12
+    assert a.reserved_blocks == 12 and a.admitted == 6
+    with pytest.raises(srv.APIError) as err:
+        a.admit(1, 1)
+    e = err.value
+    assert e.status == 503 and e.headers.get("Retry-After") == "2"
+    assert a.rejected == 1 and a.reserved_blocks == 12, "a refused request reserves nothing"
+    a.release(tickets[0])
+    a.release(tickets[0])  # twice: no effect
+    assert a.reserved_blocks == 10
+    t = a.admit(1, 1)
+    assert t.blocks == 1 and a.reserved_blocks == 11
+
+
+def test_admission_counts_tokens_not_requests():
+    a = srv.AdmissionControl(num_blocks=8, block_size=16, max_queue_tokens=0)
+    small = [a.admit(4, 4) for _ in range(8)]  # 8 requests, 1 block each: fits
+    assert len(small) == 8
+    with pytest.raises(srv.APIError):
+        a.admit(4, 4)
+    for t in small:
+        a.release(t)
+    big = a.admit(60, 68)  # one request of 8 blocks fills the memory alone
+    assert big.blocks == 8
+    with pytest.raises(srv.APIError):
+        a.admit(1, 1)
+
+
+def test_request_larger_than_memory_is_400_and_draining_is_503():
+    a = srv.AdmissionControl(num_blocks=4, block_size=16, max_queue_tokens=1000)
+    with pytest.raises(srv.APIError) as err:
+        a.admit(40, 40)
+    assert err.value.status == 400
+    a.draining = True
+    with pytest.raises(srv.APIError) as err:
+        a.admit(1, 1)
+    assert err.value.status == 503 and "Retry-After" in err.value.headers
+
+
+def test_overload_gets_503_at_once_and_no_admitted_request_is_lost(start, kit):
+    # 4 rows x 128 positions = 512 tokens = 32 blocks; each request may need 4 blocks (9 fit memory + queue)
+    h = start(step_delay=0.01, max_batch_size=4, max_queue_tokens=64)
+    n = 24
+
+    async def one(c, i):
+        r = await c.post("/v1/completions", json={"model": M, "prompt": f"request {i:3d}", "max_tokens": 40,
+                                                  "temperature": 0})
+        return r
+
+    async def main():
+        async with kit.async_client(h, timeout=30) as c:
+            return await asyncio.gather(*(one(c, i) for i in range(n)))
+
+    rs = asyncio.run(main())
+    codes = [r.status_code for r in rs]
+    assert set(codes) <= {200, 503}, codes
+    rejected = [r for r in rs if r.status_code == 503]
+    ok = [r for r in rs if r.status_code == 200]
+    assert rejected, "nothing was refused: admission control let everything queue"
+    assert len(ok) >= 4, f"only {len(ok)} admitted"
+    for r in rejected:
+        assert r.headers["Retry-After"].isdigit() and int(r.headers["Retry-After"]) >= 1
+        assert r.json()["error"]["code"] == "overloaded"
+        assert r.elapsed.total_seconds() < 1.0, "a refusal must come at once, not after queueing"
+    for r in ok:
+        c = r.json()["choices"][0]
+        assert c["finish_reason"] in ("stop", "length")
+        if c["finish_reason"] == "length":
+            assert r.json()["usage"]["completion_tokens"] == 40
+    health = kit.assert_clean(h)
+    assert health["admitted"] == len(ok) and health["rejected"] == len(rejected)
+    state = h.state
+    assert len([ln for ln in state.finished_lines]) == len(ok), "refused requests must never reach the engine"

@@ -1,0 +1,137 @@
+"""7.6 Metrics (vLLM's names) consistent with the requests sent, and one JSON log line per
+finished request (the keys stage 08 parses)."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import openai
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+import course
+from solutions.batching import Event, Request, State
+
+srv = course.load("server")
+pytestmark = pytest.mark.exercise("7.6")
+M = "course-gpt"
+KEYS = {"request_id", "prompt_tokens", "output_tokens", "queue_s", "ttft_s", "prefill_s", "decode_s", "e2e_s",
+        "mean_tpot_s", "finish_reason", "prefix_hit_tokens"}
+
+
+def finished(times, prompt=(1, 2, 3), events=None, reason="length"):
+    r = Request(list(prompt), max(1, len(times)), request_id="r1")
+    r.arrival = 1.0
+    r.events = events or [Event(1.0, State.WAITING), Event(1.25, State.RUNNING),
+                          Event(times[-1] if times else 1.5, State.FINISHED, reason)]
+    r.state, r.finish_reason = State.FINISHED, reason
+    r.output = [7] * len(times)
+    r.token_times = list(times)
+    return r
+
+
+def test_request_log_spans():
+    line = srv.request_log(finished([1.5, 1.75, 1.9, 2.0]))
+    assert set(line) == KEYS
+    assert line["request_id"] == "r1" and line["prompt_tokens"] == 3 and line["output_tokens"] == 4
+    expect = dict(queue_s=0.25, ttft_s=0.5, prefill_s=0.25, decode_s=0.5, e2e_s=1.0, mean_tpot_s=0.5 / 3)
+    for k, v in expect.items():
+        assert line[k] == pytest.approx(v), k
+    assert line["finish_reason"] == "length" and line["prefix_hit_tokens"] == 0
+    assert line["e2e_s"] == pytest.approx(line["queue_s"] + line["prefill_s"] + line["decode_s"])
+    json.dumps(line)
+
+
+def test_request_log_preempted_aborted_and_single_token():
+    ev = [Event(1.0, State.WAITING), Event(1.1, State.RUNNING), Event(1.2, State.PREEMPTED),
+          Event(1.2, State.WAITING), Event(1.6, State.RUNNING), Event(2.0, State.FINISHED, "length")]
+    line = srv.request_log(finished([1.8, 2.0], events=ev))
+    assert line["queue_s"] == pytest.approx(0.1), "queue time ends at the FIRST scheduling"
+    assert line["prefill_s"] == pytest.approx(0.7)
+    one = srv.request_log(finished([1.5]))
+    assert one["mean_tpot_s"] is None and one["decode_s"] == 0
+    ev = [Event(1.0, State.WAITING), Event(3.0, State.FINISHED, "abort")]
+    gone = srv.request_log(finished([], events=ev, reason="abort"))
+    assert gone["output_tokens"] == 0 and gone["e2e_s"] == pytest.approx(2.0)
+    assert gone["queue_s"] is None and gone["ttft_s"] is None and gone["mean_tpot_s"] is None
+    assert srv.request_log(finished([1.5]), "stop")["finish_reason"] == "stop", "the server's reason wins"
+
+
+def test_observe_finished_updates_counters_and_histograms():
+    m = srv.Metrics()
+    r = finished([1.5, 1.75, 1.9, 2.0])
+    m.observe_finished(srv.request_log(r), r)
+    v = lambda name, **lab: m.registry.get_sample_value(name, {"model_name": M, **lab})  # noqa: E731
+    assert v("vllm:request_success_total", finished_reason="length") == 1
+    assert v("vllm:prompt_tokens_total") == 3 and v("vllm:generation_tokens_total") == 4
+    assert v("vllm:time_to_first_token_seconds_count") == 1
+    assert v("vllm:time_to_first_token_seconds_sum") == pytest.approx(0.5)
+    assert v("vllm:inter_token_latency_seconds_count") == 3
+    assert v("vllm:inter_token_latency_seconds_sum") == pytest.approx(0.5)
+    for name, value in (("e2e_request_latency", 1.0), ("request_queue_time", 0.25), ("request_prefill_time", 0.25),
+                        ("request_decode_time", 0.5)):
+        assert v(f"vllm:{name}_seconds_sum") == pytest.approx(value), name
+    gone = finished([], events=[Event(1.0, State.WAITING), Event(3.0, State.FINISHED, "abort")], reason="abort")
+    m.observe_finished(srv.request_log(gone), gone)
+    assert v("vllm:request_success_total", finished_reason="abort") == 1
+    assert v("vllm:time_to_first_token_seconds_count") == 1, "no first token, no TTFT sample"
+    assert v("vllm:e2e_request_latency_seconds_count") == 2
+
+
+def scrape(handle, kit) -> dict:
+    with kit.client(handle) as c:
+        text = c.get("/metrics").text
+    out = {}
+    for fam in text_string_to_metric_families(text):
+        for s in fam.samples:
+            key = s.name + ("" if not s.labels.get("finished_reason") else f"[{s.labels['finished_reason']}]")
+            out[key] = out.get(key, 0.0) + s.value
+    return out
+
+
+def test_metrics_match_the_requests_sent(start, kit, tmp_path, caplog):
+    log_path = tmp_path / "requests.jsonl"
+    h = start(request_log=str(log_path))
+    oai = openai.OpenAI(base_url=f"{h.url}/v1", api_key="x", max_retries=0, timeout=20)
+    caplog.set_level(logging.INFO, logger="course.server")
+    sent_prompt, sent_completion, seqs = 0, 0, 0
+    for i, (n, stream) in enumerate([(1, False), (2, False), (1, True), (3, True), (1, False)]):
+        prompt = f"prompt number {i}"
+        kw = dict(model=M, prompt=prompt, max_tokens=6 + i, temperature=0.8, seed=i, n=n)
+        if stream:
+            chunks = list(oai.completions.create(**kw, stream=True, stream_options={"include_usage": True}))
+            usage = chunks[-1].usage
+        else:
+            usage = oai.completions.create(**kw).usage
+        sent_prompt += n * len(prompt)
+        sent_completion += usage.completion_tokens
+        seqs += n
+    kit.assert_clean(h)
+    m = scrape(h, kit)
+    assert m["vllm:request_success_total[stop]"] + m["vllm:request_success_total[length]"] == seqs
+    assert m["vllm:request_success_total[abort]"] == 0
+    assert m["vllm:prompt_tokens_total"] == sent_prompt, "prompt tokens: once per sequence"
+    assert m["vllm:generation_tokens_total"] == sent_completion
+    for hist in ("time_to_first_token", "e2e_request_latency", "request_queue_time", "request_prefill_time",
+                 "request_decode_time"):
+        assert m[f"vllm:{hist}_seconds_count"] == seqs, hist
+    assert m["vllm:inter_token_latency_seconds_count"] == sent_completion - seqs
+    assert m["vllm:num_requests_running"] == 0 and m["vllm:num_requests_waiting"] == 0
+    assert m["vllm:kv_cache_usage_perc"] == 0
+    for name in ("vllm:num_preemptions_total", "vllm:prefix_cache_queries_total", "vllm:prefix_cache_hits_total"):
+        assert name in m, name
+
+    lines = [json.loads(s) for s in log_path.read_text().splitlines()]
+    assert len(lines) == seqs and all(set(ln) == KEYS for ln in lines)
+    assert len({ln["request_id"] for ln in lines}) == seqs
+    assert sum(ln["output_tokens"] for ln in lines) == sent_completion
+    for ln in lines:
+        parts = ln["queue_s"] + ln["prefill_s"] + ln["decode_s"]
+        assert 0 <= ln["e2e_s"] - parts < 0.5, ln
+        if ln["finish_reason"] == "length":
+            assert ln["e2e_s"] == pytest.approx(parts, abs=1e-6), ln
+        assert ln["ttft_s"] == pytest.approx(ln["queue_s"] + ln["prefill_s"], abs=1e-6)
+    logged = [json.loads(r.getMessage()) for r in caplog.records if r.name == "course.server"
+              and r.getMessage().startswith("{")]
+    assert {ln["request_id"] for ln in logged} >= {ln["request_id"] for ln in lines}

@@ -1,0 +1,103 @@
+"""7.7 Graceful shutdown: stop admitting (503), let in-flight requests finish within the
+grace period or abort them (telling their clients), and exit 0."""
+
+from __future__ import annotations
+
+import json
+import signal
+import threading
+import time
+
+import pytest
+
+import course
+
+srv = course.load("server")
+pytestmark = pytest.mark.exercise("7.7")
+M = "course-gpt"
+
+
+def _in_thread(fn, *args, **kw):
+    out = {}
+    t = threading.Thread(target=lambda: out.setdefault("r", fn(*args, **kw)))
+    t.start()
+    return t, out
+
+
+def test_in_flight_requests_finish_and_newcomers_get_503(start, kit):
+    h = start(step_delay=0.01, shutdown_grace_s=20)
+    c = kit.client(h, timeout=20)
+    body = {"model": M, "prompt": "finish me", "max_tokens": 40, "temperature": 0}
+    flights = [_in_thread(c.post, "/v1/completions", json=body) for _ in range(3)]
+    time.sleep(0.15)
+    stopper, stopped = _in_thread(h.stop, 30.0)
+    time.sleep(0.15)
+    late = c.post("/v1/completions", json=body)
+    assert late.status_code == 503, late.text
+    assert late.json()["error"]["code"] == "shutting_down" and "Retry-After" in late.headers
+    for t, out in flights:
+        t.join(20)
+        r = out["r"]
+        assert r.status_code == 200, r.text
+        assert r.json()["choices"][0]["finish_reason"] in ("stop", "length")
+    stopper.join(30)
+    assert not stopper.is_alive() and not h.thread.is_alive(), "the server did not stop"
+    assert stopped["r"] == 0, "nothing needed aborting"
+    assert not h.state.loop._thread.is_alive(), "the engine thread must stop with the server"
+    c.close()
+
+
+def test_past_the_grace_period_requests_are_aborted_and_told(start, kit):
+    h = start(step_delay=0.02, shutdown_grace_s=0.2)
+    c = kit.client(h, timeout=20)
+    body = {"model": M, "prompt": "too long", "max_tokens": 120, "temperature": 0}
+    plain, got = _in_thread(c.post, "/v1/completions", json=body)
+
+    def streamed():
+        with c.stream("POST", "/v1/completions", json={**body, "stream": True}) as r:
+            return r.status_code, r.read()
+
+    streaming, got_stream = _in_thread(streamed)
+    time.sleep(0.3)
+    t0 = time.monotonic()
+    aborted = h.stop(30.0)
+    assert time.monotonic() - t0 < 10, "shutdown must not wait for the requests past the grace period"
+    plain.join(10)
+    streaming.join(10)
+    assert aborted == 2
+    r = got["r"]
+    assert r.status_code == 503 and r.json()["error"]["code"] == "shutting_down", r.text
+    status, raw = got_stream["r"]
+    assert status == 200
+    events = kit.sse_events(raw)
+    assert json.loads(events[-2])["error"]["code"] == "shutting_down"
+    assert not h.thread.is_alive()
+    lines = h.state.finished_lines
+    assert len(lines) == 2 and all(ln["finish_reason"] == "abort" for ln in lines)
+    c.close()
+
+
+def test_a_signal_drains_like_stop(start, kit):
+    """SIGINT / SIGTERM reach uvicorn's `handle_exit`: the same drain, then the server stops."""
+    h = start(step_delay=0.01, shutdown_grace_s=20)
+    c = kit.client(h, timeout=20)
+    body = {"model": M, "prompt": "signal", "max_tokens": 30, "temperature": 0}
+    flight, got = _in_thread(c.post, "/v1/completions", json=body)
+    time.sleep(0.1)
+    h.server.handle_exit(signal.SIGTERM, None)
+    time.sleep(0.2)
+    assert c.post("/v1/completions", json=body).status_code == 503
+    flight.join(20)
+    assert got["r"].status_code == 200
+    h.thread.join(20)
+    assert not h.thread.is_alive()
+    c.close()
+
+
+@pytest.mark.given
+@pytest.mark.parametrize("args", [["--port", "70000"], ["--model", "/no/such/model.pt"], ["--timeout", "-1"],
+                                  ["--max-batch-size", "0"]])
+def test_cli_bad_arguments_exit_2(args, capsys):
+    assert srv.main(args) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "Traceback" not in err

@@ -1,0 +1,186 @@
+"""7.1 Request validation: every bad input gets the right 4xx with an OpenAI-shaped error
+naming the problem, and the server keeps serving."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import course
+
+srv = course.load("server")
+pytestmark = pytest.mark.exercise("7.1")
+
+M = "course-gpt"
+CTX = 128
+LIMITS = srv.Limits(context=CTX, vocab_size=257, max_n=4)
+OK = {"model": M, "prompt": "hello", "max_tokens": 4}
+CHAT = {"model": M, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4}
+
+
+def with_(base: dict, **kw) -> dict:
+    out = dict(base)
+    for k, v in kw.items():
+        if v is _DROP:
+            out.pop(k, None)
+        else:
+            out[k] = v
+    return out
+
+
+_DROP = object()
+
+#: (id, endpoint, body, status, param): a body of bytes is sent as-is (not JSON-encoded)
+BAD = [
+    ("not json", "completions", b"{\"model\": ", 400, None),
+    ("json array", "completions", [1, 2], 400, None),
+    ("json string", "completions", "hello", 400, None),
+    ("missing model", "completions", with_(OK, model=_DROP), 400, "model"),
+    ("model not a string", "completions", with_(OK, model=3), 400, "model"),
+    ("unknown model", "completions", with_(OK, model="gpt-4o"), 404, "model"),
+    ("missing prompt", "completions", with_(OK, prompt=_DROP), 400, "prompt"),
+    ("prompt a number", "completions", with_(OK, prompt=12), 400, "prompt"),
+    ("prompt empty", "completions", with_(OK, prompt=""), 400, "prompt"),
+    ("prompt ids out of vocabulary", "completions", with_(OK, prompt=[1, 2, 999]), 400, "prompt"),
+    ("prompt batch of two", "completions", with_(OK, prompt=["a", "b"]), 400, "prompt"),
+    ("prompt too long", "completions", with_(OK, prompt="x" * CTX), 400, "prompt"),
+    ("max_tokens 0", "completions", with_(OK, max_tokens=0), 400, "max_tokens"),
+    ("max_tokens negative", "completions", with_(OK, max_tokens=-3), 400, "max_tokens"),
+    ("max_tokens a string", "completions", with_(OK, max_tokens="4"), 400, "max_tokens"),
+    ("max_tokens a bool", "completions", with_(OK, max_tokens=True), 400, "max_tokens"),
+    ("max_tokens a float", "completions", with_(OK, max_tokens=4.0), 400, "max_tokens"),
+    ("max_tokens past the context", "completions", with_(OK, max_tokens=CTX), 400, "max_tokens"),
+    ("n 0", "completions", with_(OK, n=0), 400, "n"),
+    ("n too large", "completions", with_(OK, n=1000), 400, "n"),
+    ("temperature negative", "completions", with_(OK, temperature=-0.5), 400, "temperature"),
+    ("temperature above 2", "completions", with_(OK, temperature=2.5), 400, "temperature"),
+    ("temperature a string", "completions", with_(OK, temperature="hot"), 400, "temperature"),
+    ("top_p 0", "completions", with_(OK, top_p=0), 400, "top_p"),
+    ("top_p above 1", "completions", with_(OK, top_p=1.5), 400, "top_p"),
+    ("seed a float", "completions", with_(OK, seed=1.5), 400, "seed"),
+    ("stop a number", "completions", with_(OK, stop=5), 400, "stop"),
+    ("stop five strings", "completions", with_(OK, stop=["a", "b", "c", "d", "e"]), 400, "stop"),
+    ("stop an empty string", "completions", with_(OK, stop=""), 400, "stop"),
+    ("stream a string", "completions", with_(OK, stream="yes"), 400, "stream"),
+    ("stream_options without stream", "completions", with_(OK, stream_options={"include_usage": True}), 400,
+     "stream_options"),
+    ("include_usage not a bool", "completions", with_(OK, stream=True, stream_options={"include_usage": 1}), 400,
+     "stream_options.include_usage"),
+    ("unknown field", "completions", with_(OK, foo=1), 400, "foo"),
+    ("unsupported logprobs", "completions", with_(OK, logprobs=5), 400, "logprobs"),
+    ("unsupported best_of", "completions", with_(OK, best_of=3), 400, "best_of"),
+    ("chat: missing messages", "chat/completions", with_(CHAT, messages=_DROP), 400, "messages"),
+    ("chat: empty messages", "chat/completions", with_(CHAT, messages=[]), 400, "messages"),
+    ("chat: bad role", "chat/completions", with_(CHAT, messages=[{"role": "robot", "content": "x"}]), 400,
+     "messages[0].role"),
+    ("chat: content a number", "chat/completions", with_(CHAT, messages=[{"role": "user", "content": 1}]), 400,
+     "messages[0].content"),
+    ("chat: prompt is not a chat field", "chat/completions", with_(CHAT, prompt="x"), 400, "prompt"),
+    ("chat: max_completion_tokens 0", "chat/completions", with_(CHAT, max_completion_tokens=0), 400,
+     "max_completion_tokens"),
+]
+
+
+def _params(rows):
+    return [pytest.param(*row[1:], id=row[0]) for row in rows]
+
+
+@pytest.mark.parametrize("endpoint,body,status,param", _params(r for r in BAD if not isinstance(r[2], bytes)))
+def test_parse_request_rejects(endpoint, body, status, param):
+    kind = "completion" if endpoint == "completions" else "chat"
+    with pytest.raises(srv.APIError) as err:
+        srv.parse_request(body, kind, LIMITS)
+    e = err.value
+    assert e.status == status, e.message
+    assert e.param == param, e.message
+    assert e.message and isinstance(e.message, str)
+    assert set(e.body()["error"]) == {"message", "type", "param", "code"}
+
+
+def test_parse_request_accepts_and_fills_defaults():
+    g = srv.parse_request({"model": M, "prompt": "héllo"}, "completion", LIMITS)
+    assert g.prompt_ids == tuple("héllo".encode())
+    assert g.max_tokens == 16 and g.n == 1 and g.temperature == 1.0 and not g.stream and g.stop == ()
+    g = srv.parse_request({"model": M, "prompt": [5, 6, 7], "max_tokens": CTX - 3, "n": 4, "stop": "\n",
+                           "temperature": 0, "top_p": 0.5, "seed": 7, "stream": True,
+                           "stream_options": {"include_usage": True}, "user": "u", "presence_penalty": 0,
+                           "logprobs": None}, "completion", LIMITS)
+    assert (g.prompt_ids, g.max_tokens, g.n, g.stop, g.temperature, g.top_p, g.seed) == \
+        ((5, 6, 7), CTX - 3, 4, ("\n",), 0.0, 0.5, 7)
+    assert g.stream and g.include_usage
+    # null means "the default"
+    g = srv.parse_request({"model": M, "prompt": "a", "max_tokens": None, "n": None, "stop": None,
+                           "temperature": None}, "completion", LIMITS)
+    assert (g.max_tokens, g.n, g.stop, g.temperature) == (16, 1, (), 1.0)
+
+
+def test_parse_request_chat_template_and_default_max_tokens():
+    msgs = [{"role": "system", "content": "be brief"}, {"role": "user", "content": [{"type": "text", "text": "hi"}]}]
+    g = srv.parse_request({"model": M, "messages": msgs}, "chat", LIMITS)
+    text = srv.render_chat([{"role": "system", "content": "be brief"}, {"role": "user", "content": "hi"}])
+    assert text == "<|system|>\nbe brief\n<|user|>\nhi\n<|assistant|>\n"
+    assert g.prompt_ids == tuple(text.encode())
+    assert g.max_tokens == CTX - len(g.prompt_ids), "chat's default max_tokens is what the context leaves"
+    g = srv.parse_request({"model": M, "messages": msgs, "max_completion_tokens": 5}, "chat", LIMITS)
+    assert g.max_tokens == 5
+
+
+def test_prompt_exactly_at_the_limit():
+    g = srv.parse_request(with_(OK, prompt="x" * (CTX - 4), max_tokens=4), "completion", LIMITS)
+    assert len(g.prompt_ids) + g.max_tokens == CTX
+    with pytest.raises(srv.APIError) as err:
+        srv.parse_request(with_(OK, prompt="x" * (CTX - 4), max_tokens=5), "completion", LIMITS)
+    assert err.value.code == "context_length_exceeded"
+
+
+@pytest.mark.parametrize("endpoint,body,status,param", _params(BAD))
+def test_bad_input_over_http(server, kit, endpoint, body, status, param):
+    with kit.client(server) as c:
+        if isinstance(body, bytes):
+            r = c.post(f"/v1/{endpoint}", content=body, headers={"content-type": "application/json"})
+        else:
+            r = c.post(f"/v1/{endpoint}", content=json.dumps(body), headers={"content-type": "application/json"})
+        assert r.status_code == status, r.text
+        err = r.json()["error"]
+        assert set(err) == {"message", "type", "param", "code"}
+        assert err["param"] == param and err["message"]
+        # and the server is alive and still answers a good request
+        ok = c.post("/v1/completions", json={"model": M, "prompt": "ok", "max_tokens": 2})
+        assert ok.status_code == 200, ok.text
+
+
+@pytest.mark.given
+def test_too_large_body_is_413(server, kit):
+    with kit.client(server) as c:
+        r = c.post("/v1/completions", content=b"x" * (2 << 20), headers={"content-type": "application/json"})
+        assert r.status_code == 413 and r.json()["error"]["code"] == "request_too_large"
+        assert c.get("/health").status_code == 200
+
+
+@pytest.mark.given
+def test_unknown_path_and_method_are_openai_shaped(server, kit):
+    with kit.client(server) as c:
+        r = c.get("/v1/nothing")
+        assert r.status_code == 404 and "message" in r.json()["error"]
+        r = c.get("/v1/completions")
+        assert r.status_code == 405 and "message" in r.json()["error"]
+        models = c.get("/v1/models").json()
+        assert models["object"] == "list" and models["data"][0]["id"] == M
+
+
+@pytest.mark.given
+def test_api_key_required_when_set(start, kit):
+    import openai
+
+    h = start(api_key="s3cret")
+    with kit.client(h) as c:
+        for path in ("/v1/models", "/v1/completions"):
+            r = c.request("GET" if "models" in path else "POST", path, json={"model": M, "prompt": "a"})
+            assert r.status_code == 401 and r.json()["error"]["code"] == "invalid_api_key"
+        assert c.get("/v1/models", headers={"Authorization": "Bearer wrong"}).status_code == 401
+        assert c.get("/health").status_code == 200, "only /v1/* needs the key"
+    with pytest.raises(openai.AuthenticationError):
+        openai.OpenAI(base_url=f"{h.url}/v1", api_key="wrong", max_retries=0).models.list()
+    good = openai.OpenAI(base_url=f"{h.url}/v1", api_key="s3cret", max_retries=0)
+    assert [m.id for m in good.models.list()] == [M]
