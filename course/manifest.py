@@ -111,7 +111,16 @@ STAGES: tuple[Stage, ...] = (
     )),
     # --- end stage 05 ---------------------------------------------------------------
     # --- stage 06 -------------------------------------------------------------------
-    # (filled by the stage-06 work: Stage("06", "paged", "06_paged_attention", ...))
+    Stage("06", "paged", "06_paged_attention", "Paged attention", _ex(
+        ("6.1", "BlockAllocator: free queue and reference counts", 10),
+        ("6.2", "Block tables and the slot mapping", 10),
+        ("6.3", "PagedKVCache: scatter and gather through blocks", 10),
+        ("6.4", "Paged attention in PyTorch", 15),
+        ("6.5", "A Triton paged-decode kernel", 15),
+        ("6.6", "Prefix caching: chained hashes, LRU reuse", 15),
+        ("6.7", "Fork and copy-on-write", 10),
+        ("6.8", "The engine on paged memory", 15),
+    )),
     # --- end stage 06 ---------------------------------------------------------------
     # --- stage 07 -------------------------------------------------------------------
     Stage("07", "server", "07_serving", "Serving: an OpenAI-compatible HTTP server", _ex(

@@ -1,0 +1,138 @@
+"""Shared fixtures of stage 06's tests.
+
+- `model`: a tiny random GPT (2 layers, 2 heads, width 32, context 48) in float64, its
+  matrices drawn with std 0.5 (with GPT-2's 0.02 a tiny model repeats one token whatever
+  the context, which would hide a wrong block or position). In float64 its top logits are
+  far apart next to what paging changes (~1e-15), so outputs are compared exactly.
+- `alone`: the oracle — stage 04's `generate` on one prompt at a time.
+- `contiguous`: the other oracle — stage 05's `Engine` on the same trace.
+- `check_paged(engine)`: what must hold between any two steps of a `PagedEngine`.
+- `serve(make_engine, trace)`: replay a trace on a ManualClock, invariants after every step.
+
+Every test module runs torch on one thread (restored afterwards).
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import pytest
+import torch
+
+import course
+from solutions.batching import Engine, ManualClock, replay
+from solutions.gpt import GPT, GPTConfig
+from solutions.kv_cache import generate
+
+CONTEXT = 48
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _single_threaded(one_thread):
+    """Every test module here runs on one torch thread (the course plugin's `one_thread`)."""
+
+
+def tiny_model(seed: int = 1234, context: int = CONTEXT, dtype=torch.float64) -> GPT:
+    torch.manual_seed(seed)
+    m = GPT(GPTConfig(block_size=context, n_layer=2, n_head=2, n_embd=32)).to(dtype).eval()
+    with torch.no_grad():
+        for p in m.parameters():
+            if p.dim() >= 2:
+                p.normal_(0.0, 0.5)
+    return m
+
+
+@pytest.fixture(scope="session")
+def model() -> GPT:
+    return tiny_model()
+
+
+@pytest.fixture(scope="session")
+def alone(model):
+    """alone(prompt, n, sampling=None, stop=()) -> (tokens, finish reason), generated alone."""
+
+    @lru_cache(maxsize=None)
+    def run(prompt: tuple, n: int, sampling=None, stop: tuple = ()):
+        kw = {}
+        if sampling is not None and sampling.temperature > 0:
+            kw = dict(temperature=sampling.temperature, top_k=sampling.top_k, top_p=sampling.top_p,
+                      generator=torch.Generator().manual_seed(sampling.seed))
+        res = generate(model, [list(prompt)], n, stop=list(stop) or None, **kw)
+        return res.tokens[0], res.finish_reasons[0]
+
+    return run
+
+
+def check_paged(engine) -> None:
+    """Invariants of a PagedEngine between steps: reference counts equal the block tables
+    that hold each block, no block leaked, waste below one block per row, rows and
+    lengths consistent with the requests."""
+    p = course.load("paged")
+    b_mod = course.load("batching", impl="solution")  # noqa: F841 - the engine's own module
+    cache, alloc, sched = engine.cache, engine.allocator, engine.scheduler
+    alloc.check()
+    holders = [r for r in sched.running] + list(engine.dead_rows)
+    slots = [r.slot for r in holders]
+    assert None not in slots and len(set(slots)) == len(slots), f"rows shared or missing: {slots}"
+    assert sorted(slots + engine.free_slots) == list(range(cache.batch)), "a cache row leaked"
+    counts = [0] * alloc.num_blocks
+    for r in range(cache.batch):
+        for blk in cache.tables[r]:
+            counts[blk] += 1
+    assert counts == alloc.ref_counts, "reference counts differ from the block tables holding each block"
+    for slot in engine.free_slots:
+        assert cache.tables[slot] == [] and int(cache.lengths[slot]) == 0, f"free row {slot} still holds blocks"
+    bs = cache.block_size
+    for r in sched.running:
+        n = int(cache.lengths[r.slot])
+        assert n == r.num_computed, f"{r}: cache length {n} != num_computed {r.num_computed}"
+        assert len(cache.tables[r.slot]) == p.blocks_needed(n, bs), \
+            f"{r}: {len(cache.tables[r.slot])} blocks for {n} tokens of block size {bs}"
+        assert cache.block_tables[r.slot, :len(cache.tables[r.slot])].tolist() == cache.tables[r.slot]
+    for r in sched.waiting:
+        assert r.slot is None and r.num_computed == 0
+    assert 0.0 <= engine.kv_usage() <= 1.0
+    assert alloc.num_free_blocks + sum(c > 0 for c in counts) == alloc.num_blocks
+
+
+def checked(engine):
+    inner = engine.step
+
+    def step():
+        out = inner()
+        check_paged(engine)
+        return out
+
+    engine.step = step
+    return engine
+
+
+@pytest.fixture(scope="session")
+def serve():
+    """serve(make_engine, trace, **replay_kw) -> RunResult; make_engine(clock) -> engine.
+    Paged engines get their invariants checked after every step."""
+
+    def run(make_engine, trace, step_time: float = 0.01, **kw):
+        clock = ManualClock()
+        engine = make_engine(clock)
+        if hasattr(engine, "allocator"):
+            checked(engine)
+        result = replay(engine, trace, sleep=clock.sleep, step_time=step_time, **kw)
+        assert not engine.has_unfinished()
+        result.engine = engine
+        if hasattr(engine, "allocator"):  # everything finished: every block is free again
+            assert engine.allocator.num_free_blocks == engine.allocator.num_blocks, "blocks leaked"
+        return result
+
+    return run
+
+
+@pytest.fixture(scope="session")
+def contiguous(model, serve):
+    """contiguous(scheduler, trace) -> outputs of stage 05's Engine (the oracle)."""
+
+    def run(scheduler, trace):
+        res = serve(lambda c: Engine(model, scheduler, clock=c), trace)
+        return [r.output for r in res.requests]
+
+    return run

@@ -1,0 +1,98 @@
+"""Exercise 6.4: paged attention in PyTorch equals contiguous attention (fp32, <= 1e-5)
+over random block sizes, ragged lengths and chunk schedules; never reads past a
+sequence's length (stale slots may hold NaN); and through `cache.attend`, stage 04's
+forward_cached on the paged cache equals the model's full forward."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import course
+from solutions.kv_cache import forward_cached
+
+p = course.load("paged")
+
+pytestmark = pytest.mark.exercise("6.4")
+
+
+def scatter_into_blocks(K: torch.Tensor, V: torch.Tensor, lengths: list[int], bs: int, num_blocks: int,
+                        gen: torch.Generator, fill: float = float("nan")):
+    """Dense K, V (B, H, L, D) -> pools (num_blocks, bs, H, D) and block tables: each
+    row's blocks at random distinct places, every other slot filled with `fill`."""
+    B, H, L, D = K.shape
+    k_pool = torch.full((num_blocks, bs, H, D), fill)
+    v_pool = torch.full((num_blocks, bs, H, D), fill)
+    need = [p.blocks_needed(n, bs) for n in lengths]
+    ids = torch.randperm(num_blocks, generator=gen)[:sum(need)].tolist()
+    width = max(need)
+    tables = torch.full((B, width), -1, dtype=torch.long)
+    for b, n in enumerate(lengths):
+        mine, ids = ids[:need[b]], ids[need[b]:]
+        tables[b, :need[b]] = torch.tensor(mine)
+        for t in range(n):
+            k_pool[mine[t // bs], t % bs] = K[b, :, t]
+            v_pool[mine[t // bs], t % bs] = V[b, :, t]
+    return k_pool, v_pool, tables
+
+
+def dense_reference(q, K, V, q_pos):
+    """Per row: query t attends to keys 0..q_pos[b, t] of the dense K, V."""
+    L = K.shape[2]
+    mask = (torch.arange(L) <= q_pos[:, :, None])[:, None]
+    return F.scaled_dot_product_attention(q, K, V, attn_mask=mask)
+
+
+@settings(deadline=None, max_examples=40)
+@given(bs=st.integers(1, 9), B=st.integers(1, 4), T=st.integers(1, 5), H=st.integers(1, 3),
+       D=st.sampled_from([4, 6, 8]), data=st.data())
+def test_paged_equals_contiguous_attention(bs, B, T, H, D, data):
+    gen = torch.Generator().manual_seed(data.draw(st.integers(0, 2**16)))
+    starts = data.draw(st.lists(st.integers(0, 20), min_size=B, max_size=B))   # cached before the chunk
+    news = data.draw(st.lists(st.integers(1, T), min_size=B, max_size=B))      # real new tokens (ragged)
+    lengths = [s + n for s, n in zip(starts, news)]
+    L = max(lengths)
+    K, V = torch.randn(B, H, L, D, generator=gen), torch.randn(B, H, L, D, generator=gen)
+    q = torch.randn(B, H, T, D, generator=gen)
+    q_pos = torch.tensor([[s + min(t, n - 1) for t in range(T)] for s, n in zip(starts, news)])  # pads repeat
+    num_blocks = sum(p.blocks_needed(n, bs) for n in lengths) + data.draw(st.integers(0, 5))
+    k_pool, v_pool, tables = scatter_into_blocks(K, V, lengths, bs, num_blocks, gen)
+    got = p.paged_attention(q, k_pool, v_pool, tables, q_pos)
+    want = dense_reference(q, torch.nan_to_num(K), torch.nan_to_num(V), q_pos)
+    assert got.shape == (B, H, T, D)
+    assert torch.isfinite(got).all(), "read a stale (NaN) slot past a sequence's length"
+    torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+
+
+def test_decode_of_equal_and_unequal_lengths():
+    gen = torch.Generator().manual_seed(3)
+    for lengths in ([9, 9, 9], [1, 17, 5]):
+        K, V = torch.randn(3, 2, 17, 8, generator=gen), torch.randn(3, 2, 17, 8, generator=gen)
+        q = torch.randn(3, 2, 1, 8, generator=gen)
+        q_pos = torch.tensor(lengths)[:, None] - 1
+        k_pool, v_pool, tables = scatter_into_blocks(K, V, lengths, 4, 20, gen)
+        got = p.paged_attention(q, k_pool, v_pool, tables, q_pos)
+        torch.testing.assert_close(got, dense_reference(q, K, V, q_pos), atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("bs", [2, 5, 16])
+def test_forward_cached_with_attend_equals_the_full_forward(model, bs):
+    """The cache's own `attend` (no dense view): ragged chunked prefill, then decode."""
+    torch.manual_seed(1)
+    seqs = torch.randint(0, 256, (4, 40))
+    full = model(seqs)
+    cache = p.PagedKVCache.for_model(model, 4, max_len=48, block_size=bs, num_blocks=80)
+    done = torch.zeros(4, dtype=torch.long)
+    for chunk in ([6, 1, 11, 3], [9, 4, 1, 0], [1, 1, 1, 1], [1, 1, 1, 1]):
+        n = torch.tensor(chunk)
+        idx = torch.zeros(4, int(n.max()), dtype=torch.long)
+        for b in range(4):
+            idx[b, :chunk[b]] = seqs[b, done[b]:done[b] + chunk[b]]
+        logits = forward_cached(model, idx, cache, n_new=n)
+        for b in range(4):
+            torch.testing.assert_close(logits[b, :chunk[b]], full[b, done[b]:done[b] + chunk[b]],
+                                       atol=1e-10, rtol=1e-10)
+        done += n

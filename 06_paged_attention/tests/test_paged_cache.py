@@ -1,0 +1,160 @@
+"""Exercises 6.2-6.3: block tables, the slot mapping, and the paged cache behind stage
+04's protocol (reserve / write / view), checked against a dense reference and against
+the model's own full forward."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import course
+from solutions.kv_cache import forward_cached
+
+p = course.load("paged")
+
+
+def small_cache(**kw) -> "p.PagedKVCache":
+    args = dict(n_layer=2, batch=3, n_head=2, max_len=20, head_dim=4, num_blocks=16, block_size=3)
+    args.update(kw)
+    dims = [args.pop(k) for k in ("n_layer", "batch", "n_head", "max_len", "head_dim")]
+    return p.PagedKVCache(*dims, **args)
+
+
+# ---- 6.2 -----------------------------------------------------------------------------------
+
+@pytest.mark.exercise("6.2")
+@pytest.mark.parametrize("n, bs, want", [(0, 4, 0), (1, 4, 1), (4, 4, 1), (5, 4, 2), (16, 16, 1), (17, 16, 2),
+                                         (7, 3, 3), (1, 1, 1)])
+def test_blocks_needed(n, bs, want):
+    assert p.blocks_needed(n, bs) == want
+
+
+@pytest.mark.exercise("6.2")
+@settings(deadline=None, max_examples=25)
+@given(bs=st.integers(1, 7), data=st.data())
+def test_slot_mapping_matches_the_definition(bs, data):
+    B, nb = 3, 5
+    tables = torch.tensor(data.draw(st.lists(st.lists(st.integers(0, 40), min_size=nb, max_size=nb),
+                                             min_size=B, max_size=B)))
+    n = data.draw(st.integers(1, 12))
+    rows = torch.tensor(data.draw(st.lists(st.integers(0, B - 1), min_size=n, max_size=n)))
+    pos = torch.tensor(data.draw(st.lists(st.integers(0, nb * bs - 1), min_size=n, max_size=n)))
+    got = p.slot_mapping(tables, rows, pos, bs)
+    want = [int(tables[r, q // bs]) * bs + q % bs for r, q in zip(rows.tolist(), pos.tolist())]
+    assert got.dtype == torch.int64 and got.tolist() == want
+
+
+@pytest.mark.exercise("6.2")
+def test_reserve_takes_a_new_block_only_when_the_last_is_full():
+    c = small_cache(block_size=4)
+    rows = torch.tensor([0, 1])
+    for n in range(1, 11):
+        c.reserve(rows, torch.tensor([n, 2 * n - 1]))
+        c.lengths[rows] = torch.tensor([n, 2 * n - 1])
+        assert [len(c.tables[0]), len(c.tables[1])] == [p.blocks_needed(n, 4), p.blocks_needed(2 * n - 1, 4)]
+    # the table tensor mirrors the lists, padded with -1
+    assert c.block_tables[0, :3].tolist() == c.tables[0] and c.block_tables[0, 3:].eq(-1).all()
+    assert len(set(c.tables[0]) | set(c.tables[1])) == len(c.tables[0]) + len(c.tables[1]), "rows share a block"
+    c.reset([0])
+    assert c.tables[0] == [] and int(c.lengths[0]) == 0 and c.allocator.num_free_blocks == 16 - len(c.tables[1])
+
+
+@pytest.mark.exercise("6.2")
+def test_reserve_when_the_pool_is_full_raises_and_changes_nothing():
+    c = small_cache(num_blocks=4, block_size=2)
+    c.reserve(torch.tensor([0]), torch.tensor([5]))          # 3 blocks
+    c.lengths[0] = 5
+    tables = [list(t) for t in c.tables]
+    with pytest.raises(p.CacheFullError):
+        c.reserve(torch.tensor([1, 2]), torch.tensor([2, 2]))  # needs 2, 1 free
+    assert c.tables == tables and c.allocator.num_free_blocks == 1
+    with pytest.raises(p.CacheFullError, match="max_len"):
+        c.reserve(torch.tensor([0]), torch.tensor([21]))
+
+
+@pytest.mark.exercise("6.2")
+def test_bad_configurations_are_clear_errors():
+    for bad in (0, -3, 1.5):
+        with pytest.raises(ValueError, match="block_size"):
+            small_cache(block_size=bad)
+        with pytest.raises(ValueError, match="num_blocks"):
+            small_cache(num_blocks=bad)
+    c = small_cache()
+    with pytest.raises(ValueError, match="rows"):
+        c.reserve(torch.tensor([5]), torch.tensor([1]))
+    with pytest.raises(ValueError, match="rows"):
+        c.reset([3])
+
+
+# ---- 6.3 -----------------------------------------------------------------------------------
+
+@pytest.mark.exercise("6.3")
+@settings(deadline=None, max_examples=20)
+@given(bs=st.integers(1, 6), data=st.data())
+def test_view_returns_what_was_written(bs, data):
+    """Random ragged writes through the block tables; every view equals a dense reference."""
+    c = small_cache(block_size=bs, num_blocks=40)
+    ref_k = torch.zeros(2, 3, 2, 20, 4)
+    ref_v = torch.zeros_like(ref_k)
+    gen = torch.Generator().manual_seed(data.draw(st.integers(0, 2**16)))
+    for _ in range(data.draw(st.integers(1, 4))):
+        new = torch.tensor(data.draw(st.lists(st.integers(0, 6), min_size=3, max_size=3)))
+        start = c.lengths.clone()
+        if int((start + new).max()) > 20:
+            break
+        c.reserve(slice(0, 3), start + new)
+        rows = torch.arange(3).repeat_interleave(new)
+        pos = torch.cat([torch.arange(int(s), int(s + n)) for s, n in zip(start, new)])
+        for layer in range(2):
+            k, v = torch.randn(len(rows), 2, 4, generator=gen), torch.randn(len(rows), 2, 4, generator=gen)
+            c.write(layer, rows, pos, k, v)
+            ref_k[layer][rows, :, pos] = k
+            ref_v[layer][rows, :, pos] = v
+        c.lengths += new
+    length = int(c.lengths.max())
+    pick = data.draw(st.sampled_from([slice(0, 3), slice(1, 3), torch.tensor([2, 0])]))
+    for layer in range(2):
+        K, V = c.view(layer, pick, length)
+        assert K.shape == (len(range(3)[pick]) if isinstance(pick, slice) else 2, 2, length, 4)
+        rows = torch.arange(3)[pick]
+        for i, r in enumerate(rows.tolist()):
+            n = int(c.lengths[r])
+            assert torch.equal(K[i, :, :n], ref_k[layer, r, :, :n])
+            assert torch.equal(V[i, :, :n], ref_v[layer, r, :, :n])
+
+
+@pytest.mark.exercise("6.3")
+def test_pools_have_the_documented_shape_and_size():
+    c = small_cache()
+    assert c.k.shape == c.v.shape == (2, 16, 3, 2, 4)
+    assert c.nbytes == 2 * 2 * 16 * 3 * 2 * 4 * 4
+    assert c.bytes_per_token() == 2 * 2 * 2 * 4 * 4
+
+
+class _ViewOnly(p.PagedKVCache):
+    attend = None  # forward_cached then reads the cache through `view`
+
+
+@pytest.mark.exercise("6.3")
+@pytest.mark.parametrize("bs", [1, 3, 16])
+def test_forward_cached_through_view_equals_the_full_forward(model, bs):
+    """Stage 04's forward_cached on the paged cache (through write + view), prefill in
+    ragged chunks then decode: the logits of the model's own full forward."""
+    torch.manual_seed(0)
+    seqs = torch.randint(0, 256, (3, 30))
+    full = model(seqs)
+    cache = _ViewOnly.for_model(model, 3, max_len=48, block_size=bs, num_blocks=64)
+    done = torch.zeros(3, dtype=torch.long)
+    for chunk in ([5, 1, 9], [7, 0, 2], [1, 12, 3], [1, 1, 1]):
+        n = torch.tensor(chunk)
+        idx = torch.zeros(3, int(n.max()), dtype=torch.long)
+        for b in range(3):
+            idx[b, :chunk[b]] = seqs[b, done[b]:done[b] + chunk[b]]
+        logits = forward_cached(model, idx, cache, n_new=n)
+        for b in range(3):
+            got = logits[b, :chunk[b]]
+            assert torch.allclose(got, full[b, done[b]:done[b] + chunk[b]], atol=1e-10), f"row {b}"
+        done += n
+    assert cache.lengths.tolist() == done.tolist()

@@ -1,0 +1,112 @@
+"""Exercise 6.5: the Triton paged-decode kernel gives `paged_attention`'s numbers.
+
+On the CPU it runs in Triton's interpreter, which must be switched on (TRITON_INTERPRET=1)
+before triton is first imported; the rest of the suite may already have imported it in
+this process, so the cases run in a fresh Python process (`triton_cases.py`), once per
+module. On a CUDA machine the `gpu` tests run the compiled kernel here, including a pool
+too large for int32 offsets."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+import course
+from course import loader
+
+p = course.load("paged")
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+import triton_cases  # noqa: E402
+
+needs_triton = pytest.mark.skipif(not p.HAS_TRITON, reason="triton is not installed (it installs on Linux x86-64 only)")
+
+
+@pytest.fixture(scope="module")
+def interpreted() -> dict[str, dict]:
+    """Every case of triton_cases.py, run under TRITON_INTERPRET=1 in a fresh process."""
+    env = dict(os.environ, TRITON_INTERPRET="1", COURSE_IMPL=loader.current_impl(), OMP_NUM_THREADS="1")
+    proc = subprocess.run([sys.executable, str(HERE / "triton_cases.py")], capture_output=True, text=True,
+                          env=env, timeout=240, cwd=str(loader.root()))
+    results = {}
+    for line in proc.stdout.splitlines():
+        if line.startswith("{"):
+            row = json.loads(line)
+            results[row["case"]] = row
+    if not results:
+        pytest.fail(f"the interpreter run printed nothing (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
+    return results
+
+
+def check(row: dict, atol: float) -> None:
+    if "error" in row:
+        if row["error"].startswith("NotImplementedError"):
+            raise NotImplementedError(row["error"].split(": ", 1)[1])
+        pytest.fail(f"{row['case']}: {row['error']}\n{row.get('trace', '')}")
+    assert row["finite"], f"{row['case']}: the kernel read a stale (NaN) slot past a sequence's length"
+    assert row["max_err"] <= atol, f"{row['case']}: differs from paged_attention by {row['max_err']:.2e}"
+
+
+@pytest.mark.exercise("6.5")
+@needs_triton
+@pytest.mark.parametrize("case", [c[0] for c in triton_cases.CASES])
+def test_kernel_equals_paged_attention_in_the_interpreter(interpreted, case):
+    check(interpreted[case], atol=1e-5)
+
+
+@pytest.mark.exercise("6.5")
+@needs_triton
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+@pytest.mark.parametrize("case", [c[0] for c in triton_cases.CASES])
+def test_kernel_on_the_gpu(case, dtype):
+    row = triton_cases.run_case(p, next(c for c in triton_cases.CASES if c[0] == case), device="cuda", dtype=dtype)
+    check(row, atol=1e-5 if dtype == torch.float32 else 2e-3)
+
+
+@pytest.mark.exercise("6.5")
+@needs_triton
+@pytest.mark.gpu
+def test_kernel_on_a_pool_past_int32_offsets():
+    """A pool of more than 2**31 elements: a block id times the block stride overflows int32."""
+    H, D, bs = 1, 128, 16
+    num_blocks = 2**31 // (bs * H * D) + 64
+    k = torch.zeros(num_blocks, bs, H, D, dtype=torch.float16, device="cuda")
+    v = torch.zeros_like(k)
+    last = num_blocks - 1
+    k[last].normal_()
+    v[last].normal_()
+    q = torch.randn(1, H, 1, D, dtype=torch.float16, device="cuda")
+    tables = torch.tensor([[last]], device="cuda")
+    q_pos = torch.tensor([[bs - 1]], device="cuda")
+    got = p.paged_decode_triton(q, k, v, tables, q_pos)
+    want = torch.nn.functional.scaled_dot_product_attention(
+        q.float(), k[last].float().transpose(0, 1)[None], v[last].float().transpose(0, 1)[None])
+    torch.testing.assert_close(got.float(), want, atol=2e-3, rtol=2e-3)
+    del k, v
+    torch.cuda.empty_cache()
+
+
+@pytest.mark.exercise("6.8")
+@pytest.mark.gpu
+def test_paged_engine_on_cuda_matches_the_contiguous_engine():
+    """The whole engine on the GPU (attention through the Triton kernel for decode)."""
+    from conftest import tiny_model
+    from solutions.batching import ContinuousBatching, Engine, ManualClock, replay
+    from solutions.workload import make_trace
+
+    model = tiny_model(dtype=torch.float32).cuda()
+    trace = make_trace(12, profile="mix", seed=4, short_prompt=(2, 10), long_prompt=(14, 26),
+                       short_output=(2, 8), long_output=(8, 16))
+    outs = []
+    for make in (lambda c: Engine(model, ContinuousBatching(4), clock=c),
+                 lambda c: p.PagedEngine(model, ContinuousBatching(4), block_size=5, num_blocks=30, clock=c)):
+        clock = ManualClock()
+        outs.append([r.output for r in replay(make(clock), trace, sleep=clock.sleep, step_time=0.01).requests])
+    assert outs[0] == outs[1]

@@ -1,0 +1,67 @@
+"""The Triton kernel's cases, shared by the interpreter test (run in a fresh process with
+TRITON_INTERPRET=1) and the GPU test: `python triton_cases.py` prints one JSON line per
+case with the largest difference from `paged_attention`, or the error it raised."""
+
+from __future__ import annotations
+
+import json
+import sys
+import traceback
+from pathlib import Path
+
+import torch
+
+#: (name, batch, heads, head_dim, block_size, lengths, stale fill)
+CASES = [
+    ("pow2 blocks", 3, 2, 8, 4, [1, 9, 16], 0.0),
+    ("block size 3 (not a power of two)", 3, 2, 8, 3, [7, 1, 12], 0.0),
+    ("block size 5, head dim 6", 2, 3, 6, 5, [11, 4], 0.0),
+    ("stale NaN past every length", 3, 2, 8, 4, [3, 6, 13], float("nan")),
+    ("one token, block size 1", 2, 1, 4, 1, [1, 5], float("nan")),
+]
+
+
+def pools(B, H, D, bs, lengths, fill, device="cpu", dtype=torch.float32, seed=0):
+    """Random pools with each row's blocks at random places; every slot past a row's
+    length (and every unused block) holds `fill`. Returns q, k_pool, v_pool, tables, q_pos."""
+    g = torch.Generator().manual_seed(seed)
+    need = [-(-n // bs) for n in lengths]
+    num_blocks = sum(need) + 3
+    k = torch.randn(num_blocks, bs, H, D, generator=g)
+    v = torch.randn(num_blocks, bs, H, D, generator=g)
+    ids = torch.randperm(num_blocks, generator=g).tolist()
+    tables = torch.full((B, max(need) + 1), -1, dtype=torch.long)
+    valid = torch.zeros(num_blocks, bs, dtype=torch.bool)
+    for b, n in enumerate(lengths):
+        mine, ids = ids[:need[b]], ids[need[b]:]
+        tables[b, :need[b]] = torch.tensor(mine)
+        for t in range(n):
+            valid[mine[t // bs], t % bs] = True
+    k[~valid] = fill
+    v[~valid] = fill
+    q = torch.randn(B, H, 1, D, generator=g)
+    q_pos = torch.tensor(lengths)[:, None] - 1
+    to = dict(device=device)
+    return (q.to(dtype=dtype, **to), k.to(dtype=dtype, **to), v.to(dtype=dtype, **to), tables.to(**to),
+            q_pos.to(**to))
+
+
+def run_case(p, case, device="cpu", dtype=torch.float32) -> dict:
+    name, B, H, D, bs, lengths, fill = case
+    try:
+        q, k, v, tables, q_pos = pools(B, H, D, bs, lengths, fill, device, dtype)
+        got = p.paged_decode_triton(q, k, v, tables, q_pos)
+        want = p.paged_attention(q.float(), k.float(), v.float(), tables, q_pos)
+        return {"case": name, "shape": list(got.shape), "finite": bool(torch.isfinite(got).all()),
+                "max_err": float((got.float() - want).abs().max())}
+    except Exception as e:  # reported to the test, which fails with it
+        return {"case": name, "error": f"{type(e).__name__}: {e}", "trace": traceback.format_exc()[-2000:]}
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+    import course
+
+    p = course.load("paged")
+    for case in CASES:
+        print(json.dumps(run_case(p, case)), flush=True)
