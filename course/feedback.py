@@ -351,10 +351,8 @@ def check_lines(st: manifest.Stage, results: list[dict], errors: list[str]) -> t
                     out += wrap(f"TODO: fill it in{f' ({see})' if see else ''}" if not passed else
                                 f"{passed}/{counted} tests pass; {stop} stop at its TODO")
             else:
-                n_fail = len(failed)
                 head = f"{passed}/{counted} tests pass. " if counted else ""
-                out += wrap(f"{head}{name}: {pick.get('message') or 'failed'}"
-                             + (f" (+{n_fail - 1} more failing)" if n_fail > 1 else ""))
+                out += wrap(f"{head}{name}: {pick.get('message') or 'failed'}")
     given = given_counts(results)
     if given:
         parts = [f"{given[k]} {k}" for k in ("passed", "failed", "skipped") if given[k]]
