@@ -1,7 +1,8 @@
 # Two commands a fresh machine needs (each installs what it needs into .venv):
 #   make demo   run the reference stack end to end (`course demo`)
-#   make test   the maintainer's suite: every stage against the solutions, stubs in sync and
-#               failing, notebooks, grading (what .ci/run runs)
+#   make test   the maintainer's suite: every stage's visible AND hidden tests against the
+#               solutions, stubs in sync and failing, notebooks, grading, the red team
+#               (what .ci/run runs)
 PYTHON ?= python3
 VENV   ?= .venv
 BIN     = $(VENV)/bin
@@ -20,7 +21,7 @@ demo: $(BIN)/.installed
 
 test: $(BIN)/.installed
 	$(BIN)/course stubs --check
-	COURSE_IMPL=solution $(BIN)/python -m pytest --impl solution tests [0-9][0-9]_*/tests
+	COURSE_IMPL=solution $(BIN)/python -m pytest --impl solution --hidden-tests tests [0-9][0-9]_*/tests $(wildcard [0-9][0-9]_*/hidden_tests)
 
 clean-venv:
 	rm -rf $(VENV)

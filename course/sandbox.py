@@ -195,7 +195,7 @@ class Sandbox:
                 pass
         me = os.getpid()
         for _ in range(5):  # a fork bomb may add processes while we kill
-            victims = [p for p in _pids() if p != me and (
+            victims = [p for p in _pids() if p != me and _proc_state(p) not in ("Z", "X", "") and (
                 (self.uid is not None and _proc_uid(p) == self.uid)
                 or (self.subreaper and group is not None and _proc_ppid(p) == me and _pgid(p) != os.getpgid(0)))]
             if not victims:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -33,3 +34,74 @@ def python() -> str:
 
 def stage_params():
     return [pytest.param(st, id=st.folder) for st in existing_stages()]
+
+
+SECRET = "held-out case 7f3a9c: broadcasting a row against a column"
+
+VISIBLE = '''
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+import course
+
+ag = course.load("autograd")
+
+
+@pytest.mark.exercise("1.2")
+def test_rt_add():
+    a = ag.Tensor(np.arange(3.0))
+    np.testing.assert_allclose((a + a).data, [0.0, 2.0, 4.0])
+
+
+@pytest.mark.exercise("1.3")
+def test_rt_sum():
+    assert ag.Tensor(np.ones((2, 3))).sum().item() == 6.0
+
+
+@pytest.mark.exercise("1.4")
+def test_rt_matmul():
+    a = ag.Tensor(np.eye(2))
+    np.testing.assert_allclose((a @ a).data, np.eye(2))
+
+
+@pytest.mark.exercise("1.5")
+def test_rt_reshape():
+    assert ag.Tensor(np.arange(6.0)).reshape(2, 3).shape == (2, 3)
+
+
+@pytest.mark.exercise("1.6")
+@settings(max_examples=30, deadline=None, database=None)
+@given(st.floats(-5, 5))
+def test_rt_relu(x):
+    assert ag.Tensor(np.array([x])).relu().item() == max(x, 0.0)
+'''
+
+HIDDEN = f'''
+import numpy as np
+import pytest
+
+import course
+
+SECRET = "{SECRET}"
+
+
+@pytest.mark.exercise("1.2")
+def test_rt_hidden_broadcast():
+    ag = course.load("autograd")
+    out = ag.Tensor(np.ones((1, 3))) + ag.Tensor(np.ones((2, 1)))
+    assert out.shape == (2, 3), SECRET
+'''
+
+
+def small_course(base: Path) -> Path:
+    """A small instructor's course under `base`: the real solutions, stage 01's stub, a few
+    quick numpy tests (one a Hypothesis test) and one hidden test. Grading it takes seconds."""
+    shutil.copy2(ROOT / "pyproject.toml", base / "pyproject.toml")
+    shutil.copytree(ROOT / "solutions", base / "solutions", ignore=shutil.ignore_patterns("__pycache__"))
+    (base / "01_autograd" / "tests").mkdir(parents=True)
+    (base / "01_autograd" / "hidden_tests").mkdir()
+    shutil.copy2(ROOT / "01_autograd" / "autograd.py", base / "01_autograd" / "autograd.py")
+    (base / "01_autograd" / "tests" / "test_autograd_rt.py").write_text(VISIBLE)
+    (base / "01_autograd" / "hidden_tests" / "test_autograd_rt_hidden.py").write_text(HIDDEN)
+    return base

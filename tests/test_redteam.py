@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import sys
 import sysconfig
 import time
@@ -17,78 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import ROOT, run
-
-SECRET = "held-out case 7f3a9c: broadcasting a row against a column"
-
-VISIBLE = '''
-import numpy as np
-import pytest
-from hypothesis import given, settings, strategies as st
-
-import course
-
-ag = course.load("autograd")
-
-
-@pytest.mark.exercise("1.2")
-def test_rt_add():
-    a = ag.Tensor(np.arange(3.0))
-    np.testing.assert_allclose((a + a).data, [0.0, 2.0, 4.0])
-
-
-@pytest.mark.exercise("1.3")
-def test_rt_sum():
-    assert ag.Tensor(np.ones((2, 3))).sum().item() == 6.0
-
-
-@pytest.mark.exercise("1.4")
-def test_rt_matmul():
-    a = ag.Tensor(np.eye(2))
-    np.testing.assert_allclose((a @ a).data, np.eye(2))
-
-
-@pytest.mark.exercise("1.5")
-def test_rt_reshape():
-    assert ag.Tensor(np.arange(6.0)).reshape(2, 3).shape == (2, 3)
-
-
-@pytest.mark.exercise("1.6")
-@settings(max_examples=30, deadline=None, database=None)
-@given(st.floats(-5, 5))
-def test_rt_relu(x):
-    assert ag.Tensor(np.array([x])).relu().item() == max(x, 0.0)
-'''
-
-HIDDEN = f'''
-import numpy as np
-import pytest
-
-import course
-
-SECRET = "{SECRET}"
-
-
-@pytest.mark.exercise("1.2")
-def test_rt_hidden_broadcast():
-    ag = course.load("autograd")
-    out = ag.Tensor(np.ones((1, 3))) + ag.Tensor(np.ones((2, 1)))
-    assert out.shape == (2, 3), SECRET
-'''
+from tests.helpers import SECRET, run, small_course
 
 
 @pytest.fixture(scope="module")
 def course_root(tmp_path_factory) -> Path:
-    """A small instructor's course: the real harness and solutions, stage 01 with quick tests."""
-    base = tmp_path_factory.mktemp("instructor")
-    shutil.copy2(ROOT / "pyproject.toml", base / "pyproject.toml")
-    shutil.copytree(ROOT / "solutions", base / "solutions", ignore=shutil.ignore_patterns("__pycache__"))
-    (base / "01_autograd" / "tests").mkdir(parents=True)
-    (base / "01_autograd" / "hidden_tests").mkdir()
-    shutil.copy2(ROOT / "01_autograd" / "autograd.py", base / "01_autograd" / "autograd.py")
-    (base / "01_autograd" / "tests" / "test_autograd_rt.py").write_text(VISIBLE)
-    (base / "01_autograd" / "hidden_tests" / "test_autograd_rt_hidden.py").write_text(HIDDEN)
-    return base
+    return small_course(tmp_path_factory.mktemp("instructor"))
 
 
 def _stub(course_root: Path) -> str:
@@ -315,3 +248,43 @@ except OSError:
             assert "TAMPERING DETECTED" in proc.stderr and "site-packages" in proc.stderr, proc.stderr
     finally:
         pth.unlink(missing_ok=True)
+
+
+SYSTEM_PYTHON = "/usr/bin/python3"
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0 or not os.access(SYSTEM_PYTHON, os.X_OK),
+                    reason="needs root and a system Python")
+def test_the_sandbox_drops_privileges_limits_and_reaps(tmp_path):
+    """As root: the child runs as an unused user id that cannot write root's files, under
+    resource limits, and a detached grandchild is killed by `reap`."""
+    import subprocess
+
+    from course.sandbox import Sandbox
+
+    from course.sandbox import UID_RANGE, _uid_in_use
+
+    sb = Sandbox(uid=next(u for u in UID_RANGE if not _uid_in_use(u)))
+    target = tmp_path / "owned_by_root.txt"
+    target.write_text("root's")
+    os.chmod(tmp_path, 0o755)
+    probe = (f"import os, resource, subprocess, sys\n"
+             f"print(os.getuid(), resource.getrlimit(resource.RLIMIT_CORE)[0])\n"
+             f"try:\n    open({str(target)!r}, 'w').write('x')\n    print('wrote')\n"
+             f"except OSError:\n    print('refused')\n"
+             f"subprocess.Popen([sys.executable, '-c', 'import os, time; os.setsid(); time.sleep(60)'],\n"
+             f"                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n")
+    proc = subprocess.run([SYSTEM_PYTHON, "-c", probe], capture_output=True, text=True, timeout=60,
+                          **sb.popen_kwargs())
+    uid, core, wrote = proc.stdout.split()[:3]
+    assert int(uid) == sb.uid and int(core) == 0 and wrote == "refused", proc.stdout + proc.stderr
+    assert target.read_text() == "root's"
+    from course.sandbox import _pids, _proc_state, _proc_uid
+
+    def alive():
+        return [p for p in _pids() if _proc_uid(p) == sb.uid and _proc_state(p) not in ("Z", "X", "")]
+
+    assert alive(), "the detached grandchild should still be alive"
+    sb.reap()
+    time.sleep(0.2)
+    assert not alive(), "reap left a process of the sandbox user"

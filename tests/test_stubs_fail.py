@@ -1,5 +1,6 @@
-"""Run against the stubs, every exercise test of every stage fails: a test that passes on
-a stub asserts nothing. And the learner sees each unfilled exercise as one TODO line."""
+"""Run against the stubs, every exercise test of every stage fails, visible and hidden: a
+test that passes on a stub asserts nothing. And the learner sees each unfilled exercise as
+one TODO line."""
 from __future__ import annotations
 
 import pytest
@@ -10,13 +11,14 @@ from tests.helpers import stage_params
 
 @pytest.mark.parametrize("st", stage_params())
 def test_every_exercise_test_fails_on_the_stub(st: manifest.Stage):
-    run = grading.run_pytest([grading.stage_test_dir(st)], "student", timeout=60)
+    run = grading.run_pytest(grading.stage_test_paths(st, hidden=True), "student", timeout=60, hidden=True)
     assert not run.errors, f"stage {st.number} did not run cleanly on its stub: {run.errors}"
     ex_results = [r for r in run.results if r["exercise"]]
     assert ex_results, f"no exercise test of stage {st.number} ran"
     passed = [r["nodeid"] for r in ex_results if r["outcome"] == "passed"]
     assert not passed, f"these exercise tests pass on the stub, so they assert nothing: {passed}"
-    covered = {r["exercise"] for r in ex_results}
+    assert not run.anomalies, run.anomalies
+    covered = {r["exercise"] for r in ex_results if "/hidden_tests/" not in r["nodeid"]}
     assert covered == {e.id for e in st.exercises}, f"exercises without a test that ran: {covered}"
     # the learner's view: one TODO line per unfilled exercise, not a traceback wall
     todos = [r for r in ex_results if r["todo"]]
