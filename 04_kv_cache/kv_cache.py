@@ -348,6 +348,12 @@ def sample(logits: torch.Tensor, *, temperature: float = 1.0, top_k: int | None 
     nucleus: the smallest set of most likely tokens whose probability reaches top_p (if
     given; the most likely token is always kept), renormalise and draw with `generator`
     (the same seed gives the same draws).
+
+    The order matters: temperature first, so the nucleus is measured on the tempered
+    probabilities (a flatter distribution needs more tokens to reach top_p). And top_k
+    keeps exactly k tokens per row, even when several logits tie with the k-th largest
+    (which of the tied ones stay is `torch.topk`'s choice): masking `logits < kth_value`
+    keeps every tie, so a row of equal logits would keep them all; the tests require k.
     """
     check_sampling(temperature, top_k, top_p)
     if not isinstance(logits, torch.Tensor) or logits.dim() != 2 or not logits.is_floating_point():

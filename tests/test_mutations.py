@@ -35,7 +35,12 @@ class Mutation:
     module: str  # "autograd", ...
     old: str  # a snippet of solutions/<module>.py, occurring exactly once
     new: str
-    tests: tuple[str, ...]  # test files (relative to the stage folder) that must catch it
+    tests: tuple[str, ...]  # test files or node ids (relative to the stage folder) that must catch it
+    more: tuple[tuple[str, str], ...] = ()  # further (old, new) edits of the same mutation
+
+    @property
+    def edits(self) -> tuple[tuple[str, str], ...]:
+        return ((self.old, self.new), *self.more)
 
 
 M = Mutation
@@ -103,6 +108,28 @@ MUTATIONS = (
       "return max_lr * step / warmup_steps",
       ("tests/test_train_optim.py::test_schedule_matches_torch_linear_then_cosine",)),
     # ------------------------------------------------------------------ stage 04
+    M("04-temperature-after-the-nucleus", "kv_cache",
+      "    logits = logits.float() / temperature\n",
+      "    logits = logits.float()\n",
+      ("tests/test_kv_cache_sampling_order.py",),
+      more=(("    probs = logits.softmax(dim=-1)\n    return torch.multinomial",
+             "    probs = (logits / temperature).softmax(dim=-1)\n    return torch.multinomial"),)),
+    M("04-top-k-keeps-every-tie", "kv_cache",
+      "        logits = torch.full_like(logits, float(\"-inf\")).scatter_(-1, top.indices, top.values)",
+      "        logits = logits.masked_fill(logits < top.values[:, [-1]], float(\"-inf\"))",
+      ("tests/test_kv_cache_generate.py::test_top_k_and_top_p_together_and_per_row",)),
+    M("04-top-p-drops-the-token-that-reaches-p", "kv_cache",
+      "drop_sorted = mass_before >= top_p",
+      "drop_sorted = probs.cumsum(dim=-1) >= top_p",
+      ("tests/test_kv_cache_generate.py::test_top_p_keeps_the_smallest_set_reaching_p",)),
+    M("04-mask-hides-the-token-itself", "kv_cache",
+      "mask = (torch.arange(length, device=device) <= (start[:, None] + t)[:, :, None])[:, None]",
+      "mask = (torch.arange(length, device=device) < (start[:, None] + t)[:, :, None])[:, None]",
+      ("tests/test_kv_cache_attention.py::test_chunked_prefill_equals_an_unchunked_run",)),
+    M("04-int8-scale-of-255-steps", "kv_cache",
+      "scale = x.abs().amax(dim=-1, keepdim=True).float() / 127.0",
+      "scale = x.abs().amax(dim=-1, keepdim=True).float() / 255.0",
+      ("tests/test_kv_cache_caches.py::test_quantize_int8_round_trip_is_within_half_a_step",)),
     # ------------------------------------------------------------------ stage 05
 )
 
@@ -171,11 +198,13 @@ def outcomes(tmp_path_factory) -> dict[str, tuple[int, str]]:
     for k, mut in enumerate(MUTATIONS):
         st = _stage(mut.module)
         source = (ROOT / "solutions" / f"{st.module}.py").read_text(encoding="utf-8")
-        if source.count(mut.old) != 1:
+        if any(source.count(old) != 1 for old, _ in mut.edits):
             continue  # reported by the test itself
+        for old, new in mut.edits:
+            source = source.replace(old, new)
         root = base / f"m{k}"
         (root / st.folder).mkdir(parents=True)
-        (root / st.folder / f"{st.module}.py").write_text(source.replace(mut.old, mut.new), encoding="utf-8")
+        (root / st.folder / f"{st.module}.py").write_text(source, encoding="utf-8")
         jobs.append({"id": mut.id, "root": str(root), "log": str(root / "pytest.log"),
                      "files": [str(ROOT / st.folder / f) for f in mut.tests]})
     spec = base / "jobs.json"
@@ -192,9 +221,11 @@ def outcomes(tmp_path_factory) -> dict[str, tuple[int, str]]:
 @pytest.mark.parametrize("mut", [pytest.param(m, id=m.id) for m in MUTATIONS])
 def test_mutation_is_caught(mut: Mutation, outcomes):
     st = _stage(mut.module)
-    count = (ROOT / "solutions" / f"{st.module}.py").read_text(encoding="utf-8").count(mut.old)
-    assert count == 1, (f"mutation {mut.id}: its snippet occurs {count} times in solutions/{st.module}.py "
-                        f"(must be once); update tests/test_mutations.py to the solution's new text")
+    source = (ROOT / "solutions" / f"{st.module}.py").read_text(encoding="utf-8")
+    for old, _ in mut.edits:
+        count = source.count(old)
+        assert count == 1, (f"mutation {mut.id}: its snippet occurs {count} times in solutions/{st.module}.py "
+                            f"(must be once); update tests/test_mutations.py to the solution's new text:\n{old}")
     code, out = outcomes[mut.id]
     assert "TODO: Exercise" not in out, f"mutation {mut.id}: the stub ran instead of the mutant:\n{out[-3000:]}"
     assert code == 1, f"mutation {mut.id} survived {', '.join(mut.tests)} (exit {code}):\n{out[-3000:]}"
