@@ -68,6 +68,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from solutions.batching import ContinuousBatching, Engine, Request, SamplingParams, State
 from solutions.gpt import GPT, load_checkpoint, load_default
+from solutions.paged import PagedEngine
 from solutions.tokenizer import EOT, ByteTokenizer
 
 __all__ = [
@@ -467,10 +468,7 @@ def engine_steps(engine: Engine) -> int:
 def forget(engine: Engine, request_id: str) -> None:
     """Drop a FINISHED request from the engine's bookkeeping (`engine.requests` would
     otherwise grow for ever: memory must stay flat over a long run)."""
-    if hasattr(engine, "forget"):
-        engine.forget(request_id)
-    else:
-        engine.requests.pop(request_id, None)
+    engine.forget(request_id)
 
 
 @dataclass
@@ -1010,13 +1008,9 @@ def build_app(engine: Engine, tokenizer: ByteTokenizer | None = None, config: Se
 
 def make_engine(model: GPT, *, max_batch_size: int = 16, max_tokens_per_step: int | None = 256,
                 block_size: int = 16, num_blocks: int | None = None) -> Engine:
-    """The engine the server runs: stage 06's PagedEngine over continuous batching with
-    chunked prefill, or stage 05's Engine while stage 06 is missing."""
+    """The engine the server runs: stage 06's PagedEngine (paged KV blocks, prefix caching,
+    copy-on-write forks for n > 1) over stage 05's continuous batching with chunked prefill."""
     scheduler = ContinuousBatching(max_batch_size, max_tokens_per_step=max_tokens_per_step)
-    try:
-        from solutions.paged import PagedEngine
-    except ImportError:
-        return Engine(model, scheduler)
     return PagedEngine(model, scheduler, block_size=block_size, num_blocks=num_blocks)
 
 
@@ -1047,7 +1041,10 @@ class CourseServer(uvicorn.Server):
         if self.stop_requested.is_set() and self._drain_task is None:
             self._drain_task = asyncio.ensure_future(self.state.drain(self.grace_s))
         if self._drain_task is not None and self._drain_task.done():
-            self.drained = self._drain_task.result() if not self._drain_task.cancelled() else None
+            try:
+                self.drained = self._drain_task.result()
+            except BaseException:  # a broken drain must not keep the server up
+                log.exception("graceful shutdown failed; stopping anyway")
             return True
         if self.force_exit:
             return True

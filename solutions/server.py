@@ -66,6 +66,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from solutions.batching import ContinuousBatching, Engine, Request, SamplingParams, State
 from solutions.gpt import GPT, load_checkpoint, load_default
+from solutions.paged import PagedEngine
 from solutions.tokenizer import EOT, ByteTokenizer
 
 __all__ = [
@@ -665,10 +666,7 @@ def engine_steps(engine: Engine) -> int:
 def forget(engine: Engine, request_id: str) -> None:
     """Drop a FINISHED request from the engine's bookkeeping (`engine.requests` would
     otherwise grow for ever: memory must stay flat over a long run)."""
-    if hasattr(engine, "forget"):
-        engine.forget(request_id)
-    else:
-        engine.requests.pop(request_id, None)
+    engine.forget(request_id)
 
 
 @dataclass
@@ -1224,13 +1222,9 @@ def build_app(engine: Engine, tokenizer: ByteTokenizer | None = None, config: Se
 
 def make_engine(model: GPT, *, max_batch_size: int = 16, max_tokens_per_step: int | None = 256,
                 block_size: int = 16, num_blocks: int | None = None) -> Engine:
-    """The engine the server runs: stage 06's PagedEngine over continuous batching with
-    chunked prefill, or stage 05's Engine while stage 06 is missing."""
+    """The engine the server runs: stage 06's PagedEngine (paged KV blocks, prefix caching,
+    copy-on-write forks for n > 1) over stage 05's continuous batching with chunked prefill."""
     scheduler = ContinuousBatching(max_batch_size, max_tokens_per_step=max_tokens_per_step)
-    try:
-        from solutions.paged import PagedEngine
-    except ImportError:
-        return Engine(model, scheduler)
     return PagedEngine(model, scheduler, block_size=block_size, num_blocks=num_blocks)
 
 

@@ -135,3 +135,21 @@ def test_metrics_match_the_requests_sent(start, kit, tmp_path, caplog):
     logged = [json.loads(r.getMessage()) for r in caplog.records if r.name == "course.server"
               and r.getMessage().startswith("{")]
     assert {ln["request_id"] for ln in logged} >= {ln["request_id"] for ln in lines}
+
+
+def test_prefix_cache_hits_reach_the_log_and_the_metrics(start, kit):
+    """Stage 06's prefix cache: the same 40-token prompt twice; the second finds its two
+    full blocks cached, and both the log line and /metrics say so."""
+    h = start()
+    prompt = "# a shared system prompt, forty bytes!!\n"
+    assert len(prompt) == 40
+    with kit.client(h) as c:
+        for _ in range(2):
+            r = c.post("/v1/completions", json={"model": M, "prompt": prompt, "max_tokens": 3, "temperature": 0})
+            assert r.status_code == 200
+    kit.assert_clean(h)
+    first, second = h.state.finished_lines[-2:]
+    assert first["prefix_hit_tokens"] == 0 and second["prefix_hit_tokens"] == 32
+    m = scrape(h, kit)
+    assert m["vllm:prefix_cache_hits_total"] >= 32
+    assert m["vllm:prefix_cache_queries_total"] >= 80
