@@ -336,7 +336,10 @@ def syntax_problem(text: str, rel: str) -> str | None:
     try:
         ast.parse(text, filename=rel)
     except SyntaxError as e:
-        line = (e.text or "").strip()
+        lines = text.splitlines()
+        # the line from the learner's text, never e.text: Python may read it from another
+        # file of the same (relative) name
+        line = (lines[e.lineno - 1] if e.lineno and 0 < e.lineno <= len(lines) else "").strip()[:120]
         where = f"{rel}, line {e.lineno}" + (f": {line}" if line else "")
         return f"SyntaxError in your file {where} ({e.msg})"
     except ValueError as e:  # null bytes

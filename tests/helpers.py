@@ -97,6 +97,7 @@ def test_rt_hidden_broadcast():
 def small_course(base: Path) -> Path:
     """A small instructor's course under `base`: the real solutions, stage 01's stub, a few
     quick numpy tests (one a Hypothesis test) and one hidden test. Grading it takes seconds."""
+    base.mkdir(parents=True, exist_ok=True)
     shutil.copy2(ROOT / "pyproject.toml", base / "pyproject.toml")
     shutil.copytree(ROOT / "solutions", base / "solutions", ignore=shutil.ignore_patterns("__pycache__"))
     (base / "01_autograd" / "tests").mkdir(parents=True)

@@ -1,26 +1,29 @@
-"""`course grade`: the stubs score 0, the solutions full marks; an instructor's hidden tests
-are graded and hidden; a learner's syntax error or infinite loop costs only what it breaks."""
+"""`course grade`: the stubs score 0, the solutions full marks (visible and hidden tests);
+hidden tests are graded and shown after the due date; bad options are refused before any
+grading; outputs are written atomically; a learner's syntax error names their file and
+line. (Attacks, crashes and time-outs: tests/test_redteam.py.)"""
 from __future__ import annotations
 
 import json
-import shutil
+import os
 import sys
+import time
 
 import pytest
 
 from course import grading, manifest
-from tests.helpers import ROOT, existing_stages, run
+from tests.helpers import existing_stages, run, small_course
 
 
-def _grade(tmp_path, impl: str, *extra: str, env=None) -> dict:
+def _grade(tmp_path, impl: str, *extra: str, env=None):
     out = tmp_path / f"results-{impl}.json"
     md = tmp_path / f"summary-{impl}.md"
     proc = run([sys.executable, "-m", "course", "grade", "--impl", impl, "--json", str(out),
-                "--summary", str(md), *extra], impl=impl, timeout=1800, env=env or {})
+                "--summary", str(md), *extra], impl=impl, timeout=2400, env=env or {})
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "total" in proc.stdout  # the console table
     assert md.read_text(encoding="utf-8").startswith("## Course grade:")
-    return json.loads(out.read_text(encoding="utf-8"))
+    return json.loads(out.read_text(encoding="utf-8")), proc
 
 
 def _max(stages) -> int:
@@ -35,89 +38,115 @@ def _check_gradescope_shape(res: dict) -> None:
 
 
 def test_stubs_score_zero(tmp_path):
-    res = _grade(tmp_path, "student")
+    res, proc = _grade(tmp_path, "student")
     _check_gradescope_shape(res)
     assert res["score"] == 0
-    assert sum(t["max_score"] for t in res["tests"]) == _max(existing_stages())
+    assert "TAMPERING" not in proc.stderr, proc.stderr
+    visible = [t for t in res["tests"] if t["visibility"] == "visible"]
+    assert sum(t["max_score"] for t in visible) == _max(existing_stages())
 
 
 def test_solutions_score_full_marks(tmp_path):
-    res = _grade(tmp_path, "solution")
+    res, proc = _grade(tmp_path, "solution")
     _check_gradescope_shape(res)
+    assert "TAMPERING" not in proc.stderr, proc.stderr
     bad = [t["name"] + ": " + t["output"] for t in res["tests"] if t["score"] != t["max_score"]]
     assert not bad, bad
-    assert res["score"] == _max(existing_stages())
+    visible = [t for t in res["tests"] if t["visibility"] == "visible"]
+    assert sum(t["score"] for t in visible) == _max(existing_stages())
+    # every stage that has hidden tests shows them, hidden until the due date
+    for st in existing_stages():
+        if (grading.stage_hidden_dir(st)).is_dir():
+            assert any(t["visibility"] == "after_due_date" and t["name"].startswith(f"{int(st.number)}.")
+                       for t in res["tests"]), f"stage {st.number}'s hidden tests were not graded"
 
 
-HIDDEN = '''
+HIDDEN_EXTRA = '''
 import pytest
 import course
 
-mod = course.load("{module}")
+
+@pytest.mark.exercise("1.3", points=3)
+def test_extra_weighted():
+    assert course.load("autograd").Tensor([1.0, 2.0]).sum().item() == 3.0
 
 
-@pytest.mark.exercise("{ex}", points=3)
-def test_hidden_module_is_real():
-    # the stub raises on this exercise; the solution has code here
-    assert "Exercise {ex}:" not in open(mod.__file__, encoding="utf-8").read()
+@pytest.mark.exercise("1.3")
+def test_extra_plain():
+    assert course.load("autograd").Tensor([[1.0], [2.0]]).sum().item() == 3.0
 '''
 
 
-@pytest.mark.parametrize("impl, expect", [("solution", 3.0), ("student", 0.0)])
-def test_hidden_tests_are_graded_and_hidden(tmp_path, impl, expect):
-    st = existing_stages()[0]
-    hidden = tmp_path / "hidden"
-    hidden.mkdir()
-    (hidden / "test_extra.py").write_text(HIDDEN.format(module=st.module, ex=st.exercises[0].id))
-    res = _grade(tmp_path, impl, "--stages", st.number, "--hidden", str(hidden))
-    hid = [t for t in res["tests"] if t["visibility"] == "after_due_date"]
-    assert len(hid) == 1 and hid[0]["max_score"] == 3 and hid[0]["score"] == expect
+@pytest.mark.parametrize("impl, expect", [("solution", 10.0), ("student", 0.0)])
+def test_hidden_tests_from_a_folder_are_graded_and_hidden(tmp_path, impl, expect):
+    """`--hidden DIR` (laid out as `course release --hidden` writes it) adds hidden tests;
+    an exercise's hidden entry is worth its manifest points, shared by test weight."""
+    course_root = small_course(tmp_path / "course")
+    hidden = tmp_path / "private" / "01_autograd" / "hidden_tests"
+    hidden.mkdir(parents=True)
+    (hidden / "test_autograd_extra.py").write_text(HIDDEN_EXTRA)
+    res, proc = _grade(tmp_path, impl, "--stages", "01", "--hidden", str(tmp_path / "private"),
+                       env={"COURSE_ROOT": str(course_root)})
+    hid = [t for t in res["tests"] if t["name"].startswith("1.3") and t["visibility"] == "after_due_date"]
+    assert len(hid) == 1 and hid[0]["max_score"] == manifest.exercise("1.3").points == 10
+    assert hid[0]["score"] == expect
 
 
-def _learner_copy(tmp_path):
-    """A learner's repository: the stage folders with their stubs and tests."""
-    learner = tmp_path / "learner"
-    for st in existing_stages():
-        shutil.copytree(ROOT / st.folder, learner / st.folder,
-                        ignore=shutil.ignore_patterns("*.ipynb", "__pycache__"))
-    return learner
+def test_syntax_error_names_the_learners_file_and_line(tmp_path):
+    course_root = small_course(tmp_path / "course")
+    sub = tmp_path / "sub" / "01_autograd"
+    sub.mkdir(parents=True)
+    (sub / "autograd.py").write_text("import numpy as np\n\n\ndef broken(:\n    pass\n")
+    res, proc = _grade(tmp_path, "student", "--stages", "01", "--submission", str(tmp_path / "sub"),
+                       env={"COURSE_ROOT": str(course_root)})
+    assert res["score"] == 0
+    out = res["tests"][0]["output"]
+    assert "SyntaxError" in out and "01_autograd/autograd.py, line 4" in out and "def broken(:" in out, out
 
 
-def test_broken_stage_and_infinite_loop_cost_only_themselves(tmp_path):
-    stages = existing_stages()
-    if len(stages) < 2:
-        pytest.skip("needs two stages")
-    learner = _learner_copy(tmp_path)
-    a, b = stages[0], stages[1]
-    # stage a: the learner's module has a syntax error
-    (learner / a.folder / f"{a.module}.py").write_text("def broken(:\n")
-    # stage b: the solution, with an infinite loop planted in one exercise's test run
-    sol = (ROOT / "solutions" / f"{b.module}.py").read_text(encoding="utf-8")
-    (learner / b.folder / f"{b.module}.py").write_text(sol, encoding="utf-8")
-    loop = learner / b.folder / "tests" / "test_zz_loop.py"
-    loop.write_text(f'import pytest\n\n@pytest.mark.exercise("{b.exercises[0].id}")\n'
-                    "def test_spins():\n    while True:\n        pass\n")
-    out = tmp_path / "r.json"
-    proc = run([sys.executable, "-m", "course", "grade", "--stages", f"{a.number},{b.number}",
-                "--timeout", "5", "--json", str(out)], impl="student", timeout=1200,
-               env={"COURSE_ROOT": str(learner)})
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    res = json.loads(out.read_text())
-    by_stage: dict[str, list[dict]] = {}
-    for t in res["tests"]:
-        by_stage.setdefault(t["name"].split(".")[0], []).append(t)
-    a_tests = by_stage[str(int(a.number))]
-    assert all(t["score"] == 0 and "ERROR" in t["output"] for t in a_tests)
-    assert any("SyntaxError" in t["output"] or "invalid syntax" in t["output"] for t in a_tests), a_tests[0]
-    b_tests = by_stage[str(int(b.number))]
-    first, rest = b_tests[0], b_tests[1:]
-    assert 0 < first["score"] < first["max_score"] and "Timeout" in first["output"], first
-    assert all(t["score"] == t["max_score"] for t in rest), [t for t in rest if t["score"] != t["max_score"]]
+@pytest.mark.parametrize("args, why", [
+    (["--timeout", "-1"], "positive number of seconds"),
+    (["--timeout", "0"], "positive number of seconds"),
+    (["--timeout", "soon"], "expected a number of seconds"),
+    (["--json", "/nonexistent-folder/results.json"], "does not exist"),
+    (["--summary", "."], "is a folder"),
+    (["--stages", "42"], "no stage '42'"),
+    (["--submission", "/nonexistent-submission"], "is not a folder"),
+])
+def test_bad_options_are_refused_before_grading(tmp_path, args, why):
+    t0 = time.monotonic()
+    proc = run([sys.executable, "-m", "course", "grade", *args], impl="student", timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    assert "error:" in proc.stderr and why in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr and "grading stage" not in proc.stderr
+    assert time.monotonic() - t0 < 60
+
+
+def test_outputs_are_written_atomically(tmp_path):
+    target = tmp_path / "results.json"
+    target.write_text("old")
+    grading.write_atomic(target, '{"score": 1}')
+    assert target.read_text() == '{"score": 1}'
+    assert sorted(os.listdir(tmp_path)) == ["results.json"]  # no temporary file left behind
 
 
 def test_markdown_summary_hides_hidden_tests():
     entries = [grading.Entry("1.1 a", 1, 2, "x", stage="01", exercise="1.1", state="partial"),
-               grading.Entry("hidden 1.1: t", 0, 1, "no", visibility="after_due_date", state="failing")]
-    md = grading.markdown_summary(entries)
-    assert "1.1 a" in md and "hidden 1.1" not in md and "1 hidden test(s)" in md
+               grading.Entry("1.1 a (hidden tests)", 0, 2, "no", visibility="after_due_date", state="failing")]
+    md = grading.markdown_summary(entries, report=["TAMPERING DETECTED in stage 02: x"])
+    assert "1.1 a |" in md and "(hidden tests)" not in md and "1 hidden test(s)" in md
+    assert "For the instructor" in md and "TAMPERING DETECTED" in md
     assert json.dumps(grading.gradescope_json(entries))
+
+
+def test_skips_score_zero_and_missing_gpu_is_not_counted(monkeypatch):
+    st = manifest.STAGES[0]
+    ex = st.exercises[0]
+    monkeypatch.setattr(grading, "_HAS_CUDA", False)
+    rs = [{"nodeid": f"{st.folder}/tests/t.py::a", "exercise": ex.id, "outcome": "passed"},
+          {"nodeid": f"{st.folder}/tests/t.py::b", "exercise": ex.id, "outcome": "skipped", "skip_reason": "x"}]
+    e = grading.grade_stage(st, grading.RunResult(results=rs))[0]
+    assert e.score == ex.points / 2 and "skipped" in e.output
+    rs[1].update(gpu=True, skip_reason="needs CUDA")
+    e = grading.grade_stage(st, grading.RunResult(results=rs))[0]
+    assert e.score == e.max_score == ex.points and "not counted" in e.output
