@@ -397,3 +397,14 @@ def sharpen_report(report, exc: BaseException | None) -> None:
         crash.message = msg
     except AttributeError:  # a frozen or foreign repr: keep pytest's own
         pass
+
+
+def todo_line(stub_message: str, marker=None) -> str:
+    """The one line pytest shows for a test stopped by a stub: `TODO: Exercise 1.2: ...`, and
+    when the test belongs to another exercise, which one needs it (`... (blocks 1.7)`)."""
+    line = f"TODO: {stub_message}"
+    m = re.match(r"Exercise (\d+\.\d+)", stub_message)
+    mine = marker.args[0] if marker is not None and marker.args else None
+    if m and isinstance(mine, str) and mine != m.group(1):
+        line += f" (a test of exercise {mine} needs it)"
+    return line

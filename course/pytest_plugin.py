@@ -262,7 +262,10 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
         msg = _todo_message(call.excinfo)
         if msg is not None:
             path, lineno, _ = item.location
-            report.longrepr = TodoRepr(f"TODO: {msg}", path, (lineno or 0) + 1)
+            from course.feedback import todo_line
+
+            report.longrepr = TodoRepr(todo_line(msg, item.get_closest_marker("exercise")), path,
+                                       (lineno or 0) + 1)
             report.user_properties.append(("todo", msg))
         else:  # one informative line for the summary and the results (see course.feedback)
             from course.feedback import sharpen_report

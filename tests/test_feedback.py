@@ -300,3 +300,13 @@ def test_readme_says_what_pytest_prints_on_the_stage01_stub():
     real = (counts.group(1), counts.group(2))
     assert real == m.groups(), f"README says {m.groups()} failed/passed; the stub run gives {real}"
     assert " ".join(closing.group(1).split()) in proc.stdout, proc.stdout[-1500:]
+
+
+def test_a_todo_of_another_exercise_says_which_test_needs_it():
+    class Marker:
+        args = ("1.7",)
+
+    msg = _todo("1.2")
+    assert feedback.todo_line(msg, Marker()) == f"TODO: {msg} (a test of exercise 1.7 needs it)"
+    assert feedback.todo_line(_todo("1.7"), Marker()) == f"TODO: {_todo('1.7')}"
+    assert feedback.todo_line(msg, None) == f"TODO: {msg}"
