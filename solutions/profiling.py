@@ -65,7 +65,7 @@ __all__ = [
     "decode_step_fn", "prefill_chunk_fn", "SweepPoint", "batch_sweep", "Knee", "find_knee",
     "Cost", "step_cost", "Peak", "measure_peak_flops", "measure_peak_bandwidth", "RooflinePoint", "classify",
     "plot_roofline", "LOG_KEYS", "RequestLog", "parse_request_log", "record_from_request", "parse_metrics",
-    "latency_breakdown", "Recommendation", "recommend", "SECTIONS", "collect", "write_report", "demo",
+    "latency_breakdown", "Recommendation", "recommend", "SECTIONS", "cpu_sleep", "cpu_clock_ok", "collect", "write_report", "demo",
 ]
 
 
@@ -156,13 +156,14 @@ def time_naive(fn: Callable[[], object], *, clock: Callable[[], float] = time.pe
     # END SOLUTION
 
 
-def timing_pitfalls(fn: Callable[[], object], *, device=None, repeat: int = 7) -> dict[str, float]:
+def timing_pitfalls(fn: Callable[[], object], *, device=None, repeat: int = 7,
+                    clock: Callable[[], float] = time.perf_counter) -> dict[str, float]:
     """The same work timed three ways, in seconds: `cold` (the very first call, no
     warm-up — call this on a fresh fn), `unsynced` (warm, but without synchronising: on a
     GPU only the launch), `honest` (`time_fn`'s median). On a CPU `unsynced` ≈ `honest`."""
-    cold = time_naive(fn)
-    honest = time_fn(fn, warmup=2, repeat=repeat, device=device)
-    unsynced = time_fn(fn, warmup=0, repeat=repeat, sync=lambda: None).median
+    cold = time_naive(fn, clock=clock)
+    honest = time_fn(fn, warmup=2, repeat=repeat, device=device, clock=clock)
+    unsynced = time_fn(fn, warmup=0, repeat=repeat, sync=lambda: None, clock=clock).median
     return {"cold_s": cold, "unsynced_s": unsynced, "honest_s": honest.median, "honest_spread": honest.spread}
 
 
@@ -519,9 +520,10 @@ class SweepPoint:
 
 
 def batch_sweep(model: GPT, batch_sizes: Sequence[int], *, context: int = 64, repeat: int = 5,
-                warmup: int = 2, device=None) -> list[SweepPoint]:
-    """Decode throughput against batch size: for each B, time (`time_fn`) one decode step
-    of B rows at position `context` (`decode_step_fn`); tokens/s = B / median step time."""
+                warmup: int = 2, device=None, clock: Callable[[], float] = time.perf_counter) -> list[SweepPoint]:
+    """Decode throughput against batch size: for each B, time (`time_fn`, with `clock`) one
+    decode step of B rows at position `context` (`decode_step_fn`); tokens/s = B / median
+    step time. Returns the points sorted by batch size."""
     sizes = list(batch_sizes)
     if not sizes or any(isinstance(b, bool) or not isinstance(b, int) or b < 1 for b in sizes):
         raise ValueError(f"batch_sizes must be a non-empty list of ints >= 1, got {batch_sizes!r}")
@@ -529,7 +531,7 @@ def batch_sweep(model: GPT, batch_sizes: Sequence[int], *, context: int = 64, re
     device = device or model.transformer.wte.weight.device
     points = []
     for b in sorted(set(sizes)):
-        t = time_fn(decode_step_fn(model, b, context), warmup=warmup, repeat=repeat, device=device)
+        t = time_fn(decode_step_fn(model, b, context), warmup=warmup, repeat=repeat, device=device, clock=clock)
         points.append(SweepPoint(b, t.median, b / t.median, t.spread))
     return points
     # END SOLUTION
@@ -662,7 +664,7 @@ class Peak:
 
 
 def measure_peak_flops(device=None, *, n: int | None = None, dtype: torch.dtype = torch.float32,
-                       seconds: float = 0.3) -> Peak:
+                       seconds: float = 0.3, clock: Callable[[], float] = time.perf_counter) -> Peak:
     """This machine's matmul FLOP/s: time an n×n @ n×n product (2·n³ FLOPs) with `time_fn`
     (warm-up, synchronised, median of repeats sized to take about `seconds` in all).
     n defaults to 512 on CPU, 4096 on CUDA: big enough to keep the units busy."""
@@ -671,15 +673,16 @@ def measure_peak_flops(device=None, *, n: int | None = None, dtype: torch.dtype 
     n = n or (4096 if device.type == "cuda" else 512)
     a = torch.randn(n, n, device=device, dtype=dtype)
     b = torch.randn(n, n, device=device, dtype=dtype)
-    one = time_fn(lambda: a @ b, warmup=1, repeat=1, device=device).median
+    one = time_fn(lambda: a @ b, warmup=1, repeat=1, device=device, clock=clock).median
     repeat = int(min(50, max(3, seconds / max(one, 1e-9))))
-    t = time_fn(lambda: a @ b, warmup=1, repeat=repeat, device=device)
+    t = time_fn(lambda: a @ b, warmup=1, repeat=repeat, device=device, clock=clock)
     return Peak(2 * n ** 3 / t.median, f"{n}x{n} {str(dtype).replace('torch.', '')} matmul on {device}, "
                                        f"{torch.get_num_threads()} thread(s), median of {repeat}")
     # END SOLUTION
 
 
-def measure_peak_bandwidth(device=None, *, size: int | None = None, seconds: float = 0.3) -> Peak:
+def measure_peak_bandwidth(device=None, *, size: int | None = None, seconds: float = 0.3,
+                           clock: Callable[[], float] = time.perf_counter) -> Peak:
     """This machine's memory bandwidth: time a copy of a buffer much larger than the
     caches (default 64 MiB on CPU, 1 GiB on CUDA); a copy reads and writes every byte, so
     bandwidth = 2 × size / time."""
@@ -688,9 +691,9 @@ def measure_peak_bandwidth(device=None, *, size: int | None = None, seconds: flo
     size = size or ((1 << 30) if device.type == "cuda" else (64 << 20))
     src = torch.ones(size // 4, device=device)
     dst = torch.empty_like(src)
-    one = time_fn(lambda: dst.copy_(src), warmup=1, repeat=1, device=device).median
+    one = time_fn(lambda: dst.copy_(src), warmup=1, repeat=1, device=device, clock=clock).median
     repeat = int(min(50, max(3, seconds / max(one, 1e-9))))
-    t = time_fn(lambda: dst.copy_(src), warmup=1, repeat=repeat, device=device)
+    t = time_fn(lambda: dst.copy_(src), warmup=1, repeat=repeat, device=device, clock=clock)
     return Peak(2 * src.numel() * 4 / t.median, f"copy of {size >> 20} MiB on {device}, "
                                                 f"{torch.get_num_threads()} thread(s), median of {repeat}")
     # END SOLUTION
@@ -887,9 +890,10 @@ def recommend(breakdown: dict[str, dict[str, float]], *, decode_regime: str | No
               knee_batch: int | None = None, max_batch_size: int | None = None) -> Recommendation:
     """The one change the data says to make next, from the phase that dominates e2e time.
 
-    - "queue" dominates: requests wait for a row. If the sweep's knee is above the engine's
-      `max_batch_size`, key "raise_batch" (more rows are nearly free); else "add_capacity"
-      (a bigger batch no longer pays: another replica, or a faster step).
+    - "queue" dominates: requests wait for a row. If `knee_batch` — the batch up to which a
+      bigger batch still pays: the sweep's knee, or its largest batch when it found no knee —
+      is above the engine's `max_batch_size`, key "raise_batch" (more rows are nearly free);
+      else "add_capacity" (a bigger batch no longer pays: another replica, or a faster step).
     - "prefill" dominates: key "prefill" — chunked prefill / prefix caching, shorter prompts.
     - "decode" dominates: by the decode step's roofline regime: "overhead" → key
       "cut_overhead" (fewer, bigger operations: a larger batch, fused kernels, CUDA
@@ -911,10 +915,10 @@ def recommend(breakdown: dict[str, dict[str, float]], *, decode_regime: str | No
         if knee_batch is not None and max_batch_size is not None and knee_batch > max_batch_size:
             return Recommendation("raise_batch", f"raise max_batch_size from {max_batch_size} toward {knee_batch}: "
                                   "throughput still grows there, so queued requests get rows almost for free",
-                                  f"{evidence}; the throughput knee is at batch {knee_batch}")
+                                  f"{evidence}; a bigger batch pays up to batch {knee_batch}")
         return Recommendation("add_capacity", "add capacity (another replica) or make each step faster: "
                               "a bigger batch no longer pays", evidence +
-                              (f"; the throughput knee is at batch {knee_batch}" if knee_batch is not None else ""))
+                              (f"; a bigger batch pays only up to batch {knee_batch}" if knee_batch is not None else ""))
     if top == "prefill":
         return Recommendation("prefill", "shorten time to first token: chunked prefill, prefix caching, "
                               "shorter prompts", evidence)
@@ -947,13 +951,31 @@ def _jsonable(o):
     return o
 
 
+def cpu_sleep(seconds: float) -> None:
+    """Wait by burning CPU, so that `time.process_time` advances while we wait: the `sleep`
+    of a trace replay whose engine runs on the CPU-time clock."""
+    end = time.process_time() + seconds
+    while time.process_time() < end:
+        pass
+
+
+def cpu_clock_ok(device) -> bool:
+    """Whether this process's CPU time (`time.process_time`) can time work on `device`: on
+    the CPU with one torch thread it counts exactly the work, and — unlike the wall clock —
+    not the time other jobs on a shared machine steal. (With n threads it would add up n.)"""
+    return _device_of(device).type == "cpu" and torch.get_num_threads() == 1
+
+
 def collect(model: GPT | None = None, *, sections: Sequence[str] = SECTIONS, device=None, quick: bool = False,
             trace_path: str | Path | None = None, progress: Callable[[str], None] | None = None) -> dict:
     """Run the measurements of `sections` on `model` (default: the course's default model)
     and return them as one JSON-able dict — the report's single source of numbers.
 
     quick: fewer batch sizes and repeats (a few seconds; for demos and tests).
-    Timings use the current torch thread count, recorded in `environment`.
+    Timings use the current torch thread count, recorded in `environment`; the timers,
+    the sweep, the roofline's step times and the trace replay (its engine clock, with
+    `cpu_sleep` to wait) use CPU time where `cpu_clock_ok` (one thread on the CPU), else
+    the wall clock. The profiler always reports wall time.
     """
     unknown = [s for s in sections if s not in SECTIONS]
     if unknown or not sections:
@@ -972,11 +994,14 @@ def collect(model: GPT | None = None, *, sections: Sequence[str] = SECTIONS, dev
     batches = [1, 4, 16] if quick else [1, 2, 4, 8, 16, 32, 64]
     big = 16 if quick else 32
     context = min(64, cfg.block_size // 2)
+    cpu_clock = cpu_clock_ok(device)
+    clock = time.process_time if cpu_clock else time.perf_counter
     data: dict = {
         "environment": {"device": str(device), "device_name": (torch.cuda.get_device_name(device)
                                                                if device.type == "cuda" else os.uname().machine),
                         "torch": torch.__version__, "threads": torch.get_num_threads(), "quick": quick,
-                        "engine": ServingEngine.__name__},
+                        "engine": ServingEngine.__name__,
+                        "clock": "process CPU time" if cpu_clock else "wall clock"},
         "model": {"what": what, "params": model.num_params(), "n_layer": cfg.n_layer, "n_head": cfg.n_head,
                   "n_embd": cfg.n_embd, "vocab_size": cfg.vocab_size, "block_size": cfg.block_size,
                   "dtype": str(model.transformer.wte.weight.dtype).replace("torch.", "")},
@@ -985,7 +1010,7 @@ def collect(model: GPT | None = None, *, sections: Sequence[str] = SECTIONS, dev
     if "timers" in sections:
         say("timers: cold vs warm vs unsynchronised")
         data["timers"] = {f"decode_b{b}": timing_pitfalls(decode_step_fn(model, b, context), device=device,
-                                                          repeat=repeat) for b in (1, big)}
+                                                          repeat=repeat, clock=clock) for b in (1, big)}
     if "ops" in sections:
         say("ops: torch.profiler around decode steps at batch 1 and batch %d" % big)
         data["ops"] = {}
@@ -1011,7 +1036,7 @@ def collect(model: GPT | None = None, *, sections: Sequence[str] = SECTIONS, dev
             data["memory"][f"b{b}"] = {"batch": b, **asdict(mb), "kv_share": mb.kv_share, "total": mb.total}
     if "sweep" in sections or "roofline" in sections:
         say(f"sweep: decode throughput at batch {batches}")
-        points = batch_sweep(model, batches, context=context, repeat=repeat, device=device)
+        points = batch_sweep(model, batches, context=context, repeat=repeat, device=device, clock=clock)
         knee = find_knee([p.batch for p in points], [p.tokens_per_s for p in points], min_gain=0.1)
         data["sweep"] = {"context": context, "points": [asdict(p) for p in points],
                          "knee": None if knee is None else {"batch": knee.batch, "tokens_per_s": knee.throughput,
@@ -1019,8 +1044,8 @@ def collect(model: GPT | None = None, *, sections: Sequence[str] = SECTIONS, dev
     if "roofline" in sections:
         say("roofline: peak FLOP/s and bandwidth, decode and prefill steps")
         dtype = model.transformer.wte.weight.dtype
-        pf = measure_peak_flops(device, dtype=dtype, seconds=0.15 if quick else 0.3)
-        pb = measure_peak_bandwidth(device, seconds=0.15 if quick else 0.3)
+        pf = measure_peak_flops(device, dtype=dtype, seconds=0.15 if quick else 0.3, clock=clock)
+        pb = measure_peak_bandwidth(device, seconds=0.15 if quick else 0.3, clock=clock)
         nb = torch.empty((), dtype=dtype).element_size()
         by_batch = {p["batch"]: p for p in data["sweep"]["points"]}
         chunk = min(128, cfg.block_size - context)
@@ -1029,7 +1054,8 @@ def collect(model: GPT | None = None, *, sections: Sequence[str] = SECTIONS, dev
                  (f"decode b={max(by_batch)}", step_cost(cfg, batch=max(by_batch), new_tokens=1, context=context,
                                                          dtype_bytes=nb), by_batch[max(by_batch)]["step_s"]),
                  (f"prefill {chunk}", step_cost(cfg, batch=1, new_tokens=chunk, context=context, dtype_bytes=nb),
-                  time_fn(prefill_chunk_fn(model, chunk, context=context), repeat=repeat, device=device).median)]
+                  time_fn(prefill_chunk_fn(model, chunk, context=context), repeat=repeat, device=device,
+                          clock=clock).median)]
         pts = [classify(n, c, s, pf.value, pb.value) for n, c, s in steps]
         data["roofline"] = {"peak_flops": pf.value, "peak_flops_conditions": pf.conditions,
                             "peak_bandwidth": pb.value, "peak_bandwidth_conditions": pb.conditions,
@@ -1039,15 +1065,20 @@ def collect(model: GPT | None = None, *, sections: Sequence[str] = SECTIONS, dev
         n_req = 24 if quick else 64
         trace = make_trace(n_req, profile="mix", rate=200.0, seed=0)
         max_batch = 8
-        result = replay(label_engine(ServingEngine(model, ContinuousBatching(max_batch))), trace)
+        sleep = cpu_sleep if cpu_clock else time.sleep
+        warm = make_trace(8, profile="mix", rate=None, seed=1)
+        replay(ServingEngine(model, ContinuousBatching(max_batch), clock=clock), warm, sleep=sleep)  # warm-up
+        result = replay(ServingEngine(model, ContinuousBatching(max_batch), clock=clock), trace, sleep=sleep)
         lines = [json.dumps(record_from_request(r)) for r in result.requests]
         log = parse_request_log(lines)
         bd = latency_breakdown(log.records)
-        knee_b = (data.get("sweep") or {}).get("knee") or {}
+        sweep = data.get("sweep")
+        knee_b = None if sweep is None else (sweep["knee"]["batch"] if sweep["knee"] else
+                                             max(p["batch"] for p in sweep["points"]))
         regime = None
         if "roofline" in data:
             regime = next(p["regime"] for p in data["roofline"]["points"] if p["name"] == "decode b=1")
-        rec = recommend(bd, decode_regime=regime, knee_batch=knee_b.get("batch"), max_batch_size=max_batch)
+        rec = recommend(bd, decode_regime=regime, knee_batch=knee_b, max_batch_size=max_batch)
         data["latency"] = {"trace": trace.describe(), "requests": len(log.records), "malformed": len(log.malformed),
                            "max_batch_size": max_batch, "breakdown": bd, "recommendation": asdict(rec)}
     return _jsonable(data)
@@ -1087,7 +1118,8 @@ def write_report(data: dict, out_dir: str | Path) -> Path:
     md = [f"# Profile of the serving stack on {env['device']} ({env['device_name']})", "",
           f"Model: {m['what']}, {m['params']} parameters ({m['n_layer']} layers, {m['n_head']} heads, width "
           f"{m['n_embd']}, {m['dtype']}). Engine: `{env['engine']}`. torch {env['torch']}, {env['threads']} "
-          f"thread(s). Every figure below is formatted from `report.json` (embedded at the end).", ""]
+          f"thread(s); timings by {env['clock']} (the profiler's by the wall clock). "
+          f"Every figure below is formatted from `report.json` (embedded at the end).", ""]
     if "timers" in data:
         md += ["## Timers: what a naive timer reports", "",
                "| step | first call (ms) | warm, unsynchronised (ms) | warm, synchronised median (ms) | spread |",
@@ -1211,16 +1243,18 @@ def demo() -> None:
             top = ", ".join(f"{o.name} {o.self_s / sum(x.self_s for x in prof.ops):.0%}" for o in prof.top(3))
             print(f"decode step, batch {b:>2}: {1e3 * prof.labels['step']:.2f} ms, "
                   f"{prof.top_level_ops_per_step:.0f} ops from Python; top self time: {top}")
-        points = batch_sweep(model, [1, 4, 16, 32], context=64, repeat=3)
+        cpu = time.process_time  # one thread on the CPU: CPU time is the work, not what others steal
+        points = batch_sweep(model, [1, 4, 16, 32], context=64, repeat=3, clock=cpu)
         knee = find_knee([p.batch for p in points], [p.tokens_per_s for p in points])
         print("decode tokens/s by batch: " + ", ".join(f"{p.batch}: {p.tokens_per_s:.0f}" for p in points)
               + (f"; knee at batch {knee.batch}" if knee else "; no knee inside the sweep"))
         cfg = model.config
-        pf, pb = measure_peak_flops(seconds=0.1), measure_peak_bandwidth(seconds=0.1)
+        pf, pb = measure_peak_flops(seconds=0.1, clock=cpu), measure_peak_bandwidth(seconds=0.1, clock=cpu)
         for p in points[:1] + points[-1:]:
             pt = classify(f"decode b={p.batch}", step_cost(cfg, batch=p.batch, new_tokens=1, context=64),
                           p.step_s, pf.value, pb.value)
             print(f"{pt.name}: {pt.intensity:.1f} FLOPs/byte, {pt.efficiency:.0%} of its roof -> {pt.regime}-bound")
-        print(f"(peaks: {pf.value / 1e9:.0f} GFLOP/s, {pb.value / 1e9:.1f} GB/s; full report: course profile)")
+        print(f"(peaks: {pf.value / 1e9:.0f} GFLOP/s, {pb.value / 1e9:.1f} GB/s; step times in CPU time; "
+              "full report: course profile)")
     finally:
         torch.set_num_threads(threads)
