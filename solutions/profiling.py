@@ -37,6 +37,7 @@ the same API, so switching is that one line).
 
 from __future__ import annotations
 
+import bisect
 import json
 import math
 import os
@@ -216,12 +217,16 @@ def decode_engine(model: GPT, batch: int, *, prompt_len: int = 32, max_new_token
 @dataclass(frozen=True)
 class OpStat:
     """One operator over the profiled steps: calls, self time (its own, children excluded)
-    and total time (children included), in seconds; on CUDA also device self time."""
+    and total time (children included), in seconds, summed over the steps; `step_self_s`,
+    the MEDIAN over the steps of its self time in one step (robust to the one step in
+    which the process was descheduled mid-operator, common on a shared machine); on CUDA
+    also device self time."""
 
     name: str
     calls: int
     self_s: float
     total_s: float
+    step_self_s: float = 0.0
     device_self_s: float = 0.0
 
 
@@ -229,8 +234,9 @@ class OpStat:
 class EngineProfile:
     """What `profile_engine` found over its `steps` active (recorded) steps.
 
-    ops: every `aten::` operator, most self time first. labels: seconds per step spent in
-    each labelled phase (schedule / forward / sample) and in the whole step. ops_per_step:
+    ops: every `aten::` operator, most self time per step (median over steps) first.
+    labels: seconds spent in each labelled phase (schedule / forward / sample) and in the
+    whole step ("step"), the median over the steps. ops_per_step:
     aten operators called per step, nested calls included (aten::linear calls aten::addmm);
     top_level_ops_per_step: only those called from Python, not from another aten op — the
     dispatcher round-trips your code pays for. kernels_per_step: GPU kernels launched (None
@@ -251,12 +257,13 @@ class EngineProfile:
         return self.ops[:n]
 
     def table(self, n: int = 10) -> str:
-        """The top-n operators as an aligned text table (self time per step)."""
-        total = sum(o.self_s for o in self.ops) or 1.0
+        """The top-n operators as an aligned text table: calls per step, median self time
+        per step, and its share of all operators' (median) self time."""
+        total = sum(o.step_self_s for o in self.ops) or 1.0
         lines = [f"{'operator':<48} {'calls/step':>10} {'self µs/step':>13} {'share':>6}"]
         for o in self.top(n):
-            lines.append(f"{o.name[:48]:<48} {o.calls / self.steps:>10.1f} {1e6 * o.self_s / self.steps:>13.1f} "
-                         f"{o.self_s / total:>6.1%}")
+            lines.append(f"{o.name[:48]:<48} {o.calls / self.steps:>10.1f} {1e6 * o.step_self_s:>13.1f} "
+                         f"{o.step_self_s / total:>6.1%}")
         return "\n".join(lines)
 
 
@@ -283,9 +290,10 @@ def profile_engine(engine, *, wait: int = 1, warmup: int = 1, active: int = 3, t
     `wait` steps, traces but discards the `warmup` steps (tracing has its own start-up
     cost), and records the `active` ones — calling `prof.step()` after every engine step.
     Activities: CPU, plus CUDA when the model is on a GPU. Then summarise the recorded
-    steps from `prof.key_averages()` (and `group_by_input_shape=True`), count operators
-    per step from `prof.events()`, and write a Chrome trace (`prof.export_chrome_trace`,
-    open it in https://ui.perfetto.dev) if `trace_path` is given.
+    steps from `prof.key_averages()` (and `group_by_input_shape=True`); from
+    `prof.events()` count operators per step and take per-step medians (each event belongs
+    to the `ProfilerStep#k` event whose time range holds its start); write a Chrome trace
+    (`prof.export_chrome_trace`, open it in https://ui.perfetto.dev) if `trace_path` is given.
     Raises ValueError if the engine runs out of work before the last active step.
     """
     for name, v, lo in (("wait", wait, 0), ("warmup", warmup, 0), ("active", active, 1)):
@@ -304,12 +312,25 @@ def profile_engine(engine, *, wait: int = 1, warmup: int = 1, active: int = 3, t
             synchronize(device)
             prof.step()
     averages = prof.key_averages()
-    ops = sorted((OpStat(a.key, a.count, a.self_cpu_time_total * 1e-6, a.cpu_time_total * 1e-6,
+    everything = prof.events()
+    steps = sorted((e.time_range.start, e.time_range.end) for e in everything if e.name.startswith("ProfilerStep"))
+    starts = [s for s, _ in steps]
+    per_step: dict[str, list[float]] = {}  # name -> seconds in each recorded step
+    for e in everything:
+        is_op = e.name.startswith("aten::")
+        if not (is_op or e.name in ("schedule", "forward", "sample")):
+            continue
+        i = bisect.bisect_right(starts, e.time_range.start) - 1
+        if i >= 0 and e.time_range.start < steps[i][1]:
+            per_step.setdefault(e.name, [0.0] * len(steps))[i] += \
+                1e-6 * (e.self_cpu_time_total if is_op else e.cpu_time_total)
+    median = lambda name: statistics.median(per_step[name]) if name in per_step else 0.0  # noqa: E731
+    ops = sorted((OpStat(a.key, a.count, a.self_cpu_time_total * 1e-6, a.cpu_time_total * 1e-6, median(a.key),
                          getattr(a, "self_device_time_total", 0.0) * 1e-6)
-                  for a in averages if a.key.startswith("aten::")), key=lambda o: -o.self_s)
-    labels = {a.key: a.cpu_time_total * 1e-6 / active for a in averages if a.key in ("schedule", "forward", "sample")}
-    labels["step"] = sum(a.cpu_time_total for a in averages if a.key.startswith("ProfilerStep")) * 1e-6 / active
-    events = [e for e in prof.events() if e.name.startswith("aten::")]
+                  for a in averages if a.key.startswith("aten::")), key=lambda o: (-o.step_self_s, -o.self_s))
+    labels = {k: median(k) for k in ("schedule", "forward", "sample") if k in per_step}
+    labels["step"] = statistics.median(1e-6 * (b - a) for a, b in steps)
+    events = [e for e in everything if e.name.startswith("aten::")]
     top_level = [e for e in events if e.cpu_parent is None or not e.cpu_parent.name.startswith("aten::")]
     kernels = None
     if device.type == "cuda":
@@ -1017,14 +1038,14 @@ def collect(model: GPT | None = None, *, sections: Sequence[str] = SECTIONS, dev
         for b in (1, big):
             prof = profile_engine(decode_engine(model, b), wait=1, warmup=1, active=3,
                                   trace_path=trace_path if b == big else None)
-            total = sum(o.self_s for o in prof.ops) or 1.0
+            total = sum(o.step_self_s for o in prof.ops) or 1.0
             data["ops"][f"b{b}"] = {
                 "batch": b, "steps": prof.steps, "step_ms": 1e3 * prof.labels["step"],
                 "labels_ms": {k: 1e3 * v for k, v in prof.labels.items() if k != "step"},
                 "ops_per_step": prof.ops_per_step, "top_level_ops_per_step": prof.top_level_ops_per_step,
                 "kernels_per_step": prof.kernels_per_step,
                 "top": [{"name": o.name, "calls_per_step": o.calls / prof.steps,
-                         "self_us_per_step": 1e6 * o.self_s / prof.steps, "share": o.self_s / total}
+                         "self_us_per_step": 1e6 * o.step_self_s, "share": o.step_self_s / total}
                         for o in prof.top(8)],
                 "by_shape": [{"name": n, "shapes": s, "calls": c, "self_us": 1e6 * t} for n, s, c, t in prof.by_shape[:5]],
             }
@@ -1135,7 +1156,7 @@ def write_report(data: dict, out_dir: str | Path) -> Path:
             md += [f"Batch {o['batch']}: step {_num(o['step_ms'])} ms ({labels}); {_num(o['ops_per_step'])} aten "
                    f"ops per step, {_num(o['top_level_ops_per_step'])} called from Python"
                    + (f", {_num(o['kernels_per_step'])} GPU kernels" if o["kernels_per_step"] is not None else "")
-                   + f" (over {o['steps']} recorded steps).", "",
+                   + f" (medians over {o['steps']} recorded steps).", "",
                    "| operator | calls/step | self µs/step | share of self time |", "| --- | ---: | ---: | ---: |"]
             md += [f"| `{t['name']}` | {_num(t['calls_per_step'])} | {_num(t['self_us_per_step'])} | "
                    f"{_num(100 * t['share'])}% |" for t in o["top"]]
@@ -1240,7 +1261,7 @@ def demo() -> None:
         print(f"model: {what}, {model.num_params():,} parameters; 1 torch thread, CPU")
         for b in (1, 16):
             prof = profile_engine(decode_engine(model, b), wait=1, warmup=1, active=3)
-            top = ", ".join(f"{o.name} {o.self_s / sum(x.self_s for x in prof.ops):.0%}" for o in prof.top(3))
+            top = ", ".join(f"{o.name} {o.step_self_s / sum(x.step_self_s for x in prof.ops):.0%}" for o in prof.top(3))
             print(f"decode step, batch {b:>2}: {1e3 * prof.labels['step']:.2f} ms, "
                   f"{prof.top_level_ops_per_step:.0f} ops from Python; top self time: {top}")
         cpu = time.process_time  # one thread on the CPU: CPU time is the work, not what others steal

@@ -32,9 +32,11 @@ def test_the_summary_names_real_operators_most_self_time_first(profiled):
     names = [o.name for o in p.ops]
     assert {"aten::addmm", "aten::linear"} <= set(names)
     assert all(n.startswith("aten::") for n in names)
-    selfs = [o.self_s for o in p.ops]
-    assert selfs == sorted(selfs, reverse=True) and selfs[0] > 0
+    per_step = [o.step_self_s for o in p.ops]
+    assert per_step == sorted(per_step, reverse=True) and per_step[0] > 0
     assert all(o.total_s >= o.self_s * 0.999 for o in p.ops)
+    # a median over 2 steps is their mean: it lies within the per-step extremes of the sum
+    assert all(o.step_self_s <= o.self_s * 1.0001 for o in p.ops)
     assert "aten::addmm" in p.table(20)
 
 
@@ -55,7 +57,7 @@ def test_phase_labels_are_timed(profiled):
     p, _, _ = profiled
     assert set(p.labels) == {"schedule", "forward", "sample", "step"}
     assert all(v > 0 for v in p.labels.values())
-    assert p.labels["forward"] + p.labels["schedule"] + p.labels["sample"] <= p.labels["step"] * 1.001
+    assert all(p.labels[k] <= p.labels["step"] * 1.001 for k in ("schedule", "forward", "sample"))
 
 
 @pytest.mark.exercise("8.2")
