@@ -212,6 +212,28 @@ def _seconds(text: str) -> float:
     return value
 
 
+# ---- release ------------------------------------------------------------------------------
+
+def cmd_release(args) -> int:
+    from pathlib import Path
+
+    from course import release
+
+    try:
+        if args.hidden:
+            notes = release.release_hidden(Path(args.out))
+        else:
+            notes = release.release(Path(args.out), through=args.through)
+    except (release.ReleaseError, KeyError) as e:
+        print(f"error: {e.args[0] if e.args else e}", file=sys.stderr)
+        return 2
+    print(f"wrote {args.out}" + (" (the instructor's private grading repository)" if args.hidden else
+                                 " (the learners' repository)"))
+    for n in notes:
+        print(f"  {n}")
+    return 0
+
+
 # ---- demo and bench ---------------------------------------------------------------------
 
 def cmd_demo(args) -> int:
@@ -332,6 +354,16 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--impl", choices=IMPLS, default=argparse.SUPPRESS,
                    help="grade the learner's code (student, the default) or the reference (solution)")
     s.set_defaults(fn=cmd_grade)
+
+    s = sub.add_parser("release", help="write the learners' repository (or, with --hidden, the instructor's "
+                                        "private grading repository) to a new folder")
+    s.add_argument("out", metavar="OUT", help="a new (or empty) folder outside this repository")
+    s.add_argument("--through", default=None, metavar="NN",
+                   help="release stages up to NN, with the solutions of the stages before NN "
+                        "(default: the last stage that has a solution)")
+    s.add_argument("--hidden", action="store_true",
+                   help="write the whole course with its hidden tests, for the instructor's private repository")
+    s.set_defaults(fn=cmd_release)
 
     s = sub.add_parser("demo", help="run every stage of the reference stack end to end")
     s.add_argument("--stages", default=None, help="comma-separated stage numbers (default: all)")

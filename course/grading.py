@@ -104,6 +104,12 @@ def has_solution(st: manifest.Stage) -> bool:
     return (root() / "solutions" / f"{st.module}.py").exists()
 
 
+def gradeable(st: manifest.Stage) -> bool:
+    """A stage with a tests/ folder can be graded (a learner's release has no solution of
+    the graded stage; a planned stage has no folder yet)."""
+    return (root() / st.folder / "tests").is_dir()
+
+
 # ---- entries ---------------------------------------------------------------------------
 
 @dataclass
@@ -562,8 +568,8 @@ def grade(stages: list[manifest.Stage], impl: str = "student", hidden: Path | No
     entries: list[Entry] = []
     try:
         for st in unique:
-            if not has_solution(st):
-                lines.append(f"stage {st.number} is planned (no reference solution yet): not graded")
+            if not gradeable(st):
+                lines.append(f"stage {st.number} is planned (no tests yet): not graded")
                 continue
             if progress:
                 progress(f"grading stage {st.number} ({st.folder}) ...")
