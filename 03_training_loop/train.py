@@ -34,6 +34,13 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Iterable
 
+if __name__ == "__main__":  # the command line only: importing this module changes no setting
+    # Idle OpenMP threads sleep instead of spinning (an explicit setting wins). On a machine
+    # shared with other jobs, spinning threads take the cores the working threads need, and a
+    # 2-thread training step became up to 9x slower than a 1-thread one. The OpenMP runtime
+    # reads this once, when torch loads it: so here, before the imports below load torch.
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
 import numpy as np
 import torch
 import torch.distributed as dist
@@ -587,17 +594,18 @@ PRESETS: dict[str, TrainConfig] = {
     "tiny": TrainConfig(model=GPTConfig(block_size=32, n_layer=2, n_head=2, n_embd=32), batch_size=8,
                         block_size=32, steps=40, max_lr=1e-2, min_lr=1e-3, warmup_steps=5,
                         eval_every=20, eval_tokens=4096),
-    # the course's default model: 3 layers x 192 dims (1.43 M parameters, ~1.5x the work per
-    # token of 2 x 192, which stages 04-08 run many times), 6,000 steps of 4 windows of 256:
-    # 6.1 M tokens, a quarter of the train split (about an hour on 2 busy cores); the time and
-    # bits/byte of the committed run are in stage 03's README and the checkpoint's meta.
-    # Chosen by pilot runs (same code, data and seed, fp32 on a GPU; val bits/byte on these
-    # 65,536 tokens): tokens matter most - 3 x 192 gave 1.57 after 8 M tokens and 1.36 after
-    # 16 M (the old 2 x 192 after 2.6 M: 2.23); at 16 M, 2 x 192 1.42, 3 x 192 1.36, 4 x 192
-    # 1.34, 3 x 256 1.32, 4 x 256 1.30, 6 x 128 1.37 (4 x 192 at 8 M: 1.55, so a third more
-    # work per token buys 0.02); batch 8 no better than 4 for the same tokens; peak learning
-    # rate 3e-3 worse than 2e-3, 1e-3 about the same.
-    "default": TrainConfig(model=GPTConfig(n_layer=3, n_head=6, n_embd=192), batch_size=4, block_size=256,
+    # the course's default model: 2 layers x 192 dims (0.99 M parameters; stages 04-08 run it
+    # many times, so the work per token stays small), 6,000 steps of 4 windows of 256: 6.1 M
+    # tokens, a quarter of the train split; the time and bits/byte of the committed run are in
+    # stage 03's README and the checkpoint's meta. Chosen by pilot runs (same code, data and
+    # seed, fp32 on a GPU; val bits/byte on these 65,536 tokens). Tokens matter most: 2 x 192
+    # gave 2.23 after 2.6 M tokens, 1.94 / 1.84 / 1.73 after 4.1 / 5.1 / 6.1 M, 1.42 after 16 M.
+    # At 16 M tokens deeper or wider did better (3 x 192 1.36, 4 x 192 1.34, 3 x 256 1.32,
+    # 4 x 256 1.30, 6 x 128 1.37), but a fixed CPU budget buys ~1.5x more tokens of 2 x 192
+    # than of 3 x 192, and 3 x 192 after 3.1 / 3.6 M tokens gave only 2.12 / 2.02. Batch 8 was
+    # no better than 4 for the same tokens; peak learning rate 3e-3 worse than 2e-3 (1.88 vs
+    # 1.84 after 5.1 M), 1e-3 about the same at 16 M.
+    "default": TrainConfig(model=GPTConfig(n_layer=2, n_head=6, n_embd=192), batch_size=4, block_size=256,
                            steps=6000, max_lr=2e-3, min_lr=2e-4, warmup_steps=300, eval_every=1000,
                            eval_tokens=65536),
 }
@@ -919,12 +927,4 @@ def demo() -> None:
 
 
 if __name__ == "__main__":
-    # Idle OpenMP threads should sleep, not spin: on a machine shared with other jobs, spinning
-    # threads take the cores the working threads need (a 2-thread training step became up to 9x
-    # slower than a 1-thread one). The OpenMP runtime reads OMP_WAIT_POLICY once, when torch
-    # loads it, which this module's imports have done already: so the command line (only it;
-    # importing this module changes nothing) sets it, unless the user did, and starts again.
-    if "OMP_WAIT_POLICY" not in os.environ:
-        os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
-        os.execv(sys.executable, [sys.executable, *sys.orig_argv[1:]])
     raise SystemExit(main())

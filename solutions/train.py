@@ -32,6 +32,13 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Iterable
 
+if __name__ == "__main__":  # the command line only: importing this module changes no setting
+    # Idle OpenMP threads sleep instead of spinning (an explicit setting wins). On a machine
+    # shared with other jobs, spinning threads take the cores the working threads need, and a
+    # 2-thread training step became up to 9x slower than a 1-thread one. The OpenMP runtime
+    # reads this once, when torch loads it: so here, before the imports below load torch.
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
 import numpy as np
 import torch
 import torch.distributed as dist
@@ -1061,12 +1068,4 @@ def demo() -> None:
 
 
 if __name__ == "__main__":
-    # Idle OpenMP threads should sleep, not spin: on a machine shared with other jobs, spinning
-    # threads take the cores the working threads need (a 2-thread training step became up to 9x
-    # slower than a 1-thread one). The OpenMP runtime reads OMP_WAIT_POLICY once, when torch
-    # loads it, which this module's imports have done already: so the command line (only it;
-    # importing this module changes nothing) sets it, unless the user did, and starts again.
-    if "OMP_WAIT_POLICY" not in os.environ:
-        os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
-        os.execv(sys.executable, [sys.executable, *sys.orig_argv[1:]])
     raise SystemExit(main())
