@@ -49,18 +49,32 @@ def test_bad_stage_is_a_clear_error():
 
 
 def test_grade_workflow_runs_commands_that_exist():
+    """The grading workflow grades a submission from the instructor's copy, with options the
+    real parser accepts, as root in a container, and keeps no credential where learner code
+    could read it."""
     wf = yaml.safe_load((ROOT / ".github/workflows/grade.yml").read_text())
-    steps = wf["jobs"]["grade"]["steps"]
+    job = wf["jobs"]["grade"]
+    steps = job["steps"]
     runs = "\n".join(s.get("run", "") for s in steps)
     assert 'pip install -e ".[dev]"' in runs
     grade_lines = [ln.strip() for ln in runs.splitlines() if ln.strip().startswith("course grade")]
     assert grade_lines, "the workflow never runs course grade"
     for ln in grade_lines:
-        argv = shlex.split(ln.replace("$hidden", "--hidden hidden_tests"))[1:]
-        args = cli.build_parser().parse_args(argv)  # exits (fails the test) on an unknown option
+        args = cli.build_parser().parse_args(shlex.split(ln)[1:])  # exits (fails the test) on an unknown option
         assert args.cmd == "grade" and args.json == "results.json" and args.summary == "summary.md"
+        assert args.submission, "the workflow must grade a submission from a trusted copy (--submission)"
     assert "GITHUB_STEP_SUMMARY" in runs
-    assert any("upload-artifact" in s.get("uses", "") and s["with"]["path"] == "results.json" for s in steps)
+    assert any("upload-artifact" in s.get("uses", "") and s["with"]["path"].endswith("results.json") for s in steps)
+    # no secret reachable from learner code
+    assert job.get("container"), "the job must run as root in a container (the sandbox drops privileges)"
+    assert wf.get("permissions") == {"contents": "read"}
+    for s in steps:
+        if "checkout" in s.get("uses", ""):
+            assert s["with"]["persist-credentials"] is False, s
+        if "course grade" in s.get("run", ""):
+            assert "secrets." not in yaml.safe_dump(s) and not s.get("env"), s
+    triggers = wf.get("on", wf.get(True))
+    assert "push" not in triggers and "pull_request_target" not in triggers
 
 
 def test_readme_and_ci_run_the_same_test_command():
