@@ -420,8 +420,17 @@ class ContinuousBatching(Scheduler):
 
     def schedule(self, now: float) -> SchedulerOutput:
         """If the running requests do not fit the cache (`tokens_held() > max_cache_tokens`),
-        `preempt` and admit nobody this step; otherwise admit FCFS while requests fit.
-        Then plan the chunks (`plan_chunks`)."""
+        `preempt` and admit NOBODY this step, even a waiting request that would fit the
+        memory just freed; otherwise admit FCFS while requests fit. Then plan the chunks
+        (`plan_chunks`).
+
+        Why nobody: the running requests outgrew the cache (each grows by a token per
+        step). Handing the victim's memory straight to a newcomer fills the cache again
+        at once, so the next step preempts again (thrashing), and the newcomer overtakes
+        the victim, which arrived first. The victim is back in `waiting`, in its old place,
+        for the next step. vLLM's scheduler keeps the same rule: running before swapped
+        before waiting, strictly, with no new prefill in a step that preempted or swapped
+        out (vllm-project/vllm PR #5633, "don't schedule prefill if freeing kv cache")."""
         out = SchedulerOutput()
         raise NotImplementedError('Exercise 5.4: Continuous batching — see 05_batching.ipynb')
         return out
@@ -439,7 +448,8 @@ class ContinuousBatching(Scheduler):
         """Preempt running requests until `tokens_held()` fits `max_cache_tokens`: the
         victim is the running request LAST in queue order (latest arrival, lowest
         priority); it leaves `running`, moves to PREEMPTED, and is listed in
-        `out.preempted` (the engine frees its cache and queues it again)."""
+        `out.preempted` (the engine frees its cache and queues it again). Nobody is
+        admitted in the same step (`schedule`): the freed memory is not for a newcomer."""
         raise NotImplementedError('Exercise 5.6: Preemption and abort — see 05_batching.ipynb')
 
 

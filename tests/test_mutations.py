@@ -131,6 +131,26 @@ MUTATIONS = (
       "scale = x.abs().amax(dim=-1, keepdim=True).float() / 255.0",
       ("tests/test_kv_cache_caches.py::test_quantize_int8_round_trip_is_within_half_a_step",)),
     # ------------------------------------------------------------------ stage 05
+    M("05-admits-in-the-step-that-preempted", "batching",
+      "            self.preempt(now, out)\n        else:\n            self.admit_fcfs(now, out)",
+      "            self.preempt(now, out)\n        self.admit_fcfs(now, out)",
+      ("tests/test_batching_no_admission_on_preemption.py::test_the_step_that_preempts_admits_nobody",)),
+    M("05-preempts-the-earliest-arrival", "batching",
+      "victim = max(self.running, key=lambda r: r.order)",
+      "victim = min(self.running, key=lambda r: r.order)",
+      ("tests/test_batching_preemption.py::test_the_latest_arrival_is_preempted_and_requeued",)),
+    M("05-dynamic-batch-full-off-by-one", "batching",
+      "if len(self.waiting) >= self.max_batch_size:",
+      "if len(self.waiting) > self.max_batch_size:",
+      ("tests/test_batching_full_batch.py",)),
+    M("05-prompt-chunks-before-decodes", "batching",
+      "for r in decoding + prefilling:",
+      "for r in prefilling + decoding:",
+      ("tests/test_batching_chunked.py::test_decodes_come_before_prompt_chunks",)),
+    M("05-tpot-divides-by-all-tokens", "batching",
+      "tpot=(times[-1] - times[0]) / (len(times) - 1) if len(times) > 1 else None,",
+      "tpot=(times[-1] - times[0]) / len(times) if len(times) > 1 else None,",
+      ("tests/test_batching_metrics.py::test_request_metrics_from_its_timestamps",)),
 )
 
 
