@@ -315,6 +315,7 @@ def check_lines(st: manifest.Stage, results: list[dict], errors: list[str]) -> t
     for err in grouped:
         out += wrap(err, indent=" ! ", max_lines=6)
     done = 0
+    any_todo = False
     total_got = total_max = 0.0
     for ex in st.exercises:
         rs = by_ex[ex.id]
@@ -337,20 +338,21 @@ def check_lines(st: manifest.Stage, results: list[dict], errors: list[str]) -> t
         pick = pick_failure(rs, ex.id)
         passed = sum(r.get("outcome") == "passed" for r in rs)
         counted = sum(r.get("outcome") != "skipped" for r in rs)
+        own_todo = sum(todo_of(r) == ex.id for r in failed)
+        if pick is not None and _rank(pick, ex.id) == 2 and not passed:  # untouched: one line
+            any_todo = True
+            out += wrap(f"TODO, blocked by {', '.join(block)} (its tests use them)" if block else
+                        "TODO: fill it in")
+            continue
         if block:
-            own_todo = sum(todo_of(r) == ex.id for r in failed)
-            why = f"blocked by {', '.join(block)}: its tests call that code"
-            out += wrap(why + ("" if own_todo or not failed else "; fill it in first"))
+            out += wrap(f"blocked by {', '.join(block)}: its tests call that code"
+                        + ("" if own_todo or not failed else
+                           "; do that first" if len(block) == 1 else "; do those first"))
         if pick is not None:
             name = pick["nodeid"].split("::")[-1]
-            if _rank(pick, ex.id) >= 2:  # a TODO: the stub message says it all
-                msg = pick.get("message") or ""
-                see = msg.rsplit(" — ", 1)[-1] if " — " in msg else ""
-                if _rank(pick, ex.id) == 2:
-                    stop = sum(todo_of(r) == ex.id for r in failed)
-                    out += wrap(f"TODO: fill it in{f' ({see})' if see else ''}" if not passed else
-                                f"{passed}/{counted} tests pass; {stop} stop at its TODO")
-            else:
+            if _rank(pick, ex.id) == 2:
+                out += wrap(f"{passed}/{counted} tests pass; {own_todo} stop at its TODO")
+            elif _rank(pick, ex.id) < 2:
                 head = f"{passed}/{counted} tests pass. " if counted else ""
                 out += wrap(f"{head}{name}: {pick.get('message') or 'failed'}")
     given = given_counts(results)
@@ -360,7 +362,8 @@ def check_lines(st: manifest.Stage, results: list[dict], errors: list[str]) -> t
         if given["failed"]:
             line += " — did an edit break given code?"
         out.append(line if len(line) <= 80 else line[:79] + "…")
-    out.append(f" points: {fmt_points(total_got, total_max)}")
+    out.append(f" points: {fmt_points(total_got, total_max)}"
+               + (f"; lesson: {st.notebook}" if any_todo else ""))
     return out, done
 
 
