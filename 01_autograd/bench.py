@@ -205,11 +205,8 @@ def value_row(rep, sizes, batch, args):
     return t
 
 
-def plot(path, batches, mlp_times, value_time, value_name):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+def plot(plt, batches, mlp_times, value_time, value_name):
+    """The figure of `--plot` (saved by `Report.plot`): step time vs batch, and the scalar engine."""
     from matplotlib.ticker import NullLocator
 
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
@@ -224,8 +221,7 @@ def plot(path, batches, mlp_times, value_time, value_name):
     right.bar(names, [value_time["value"].median * 1e3, value_time["engine"].median * 1e3], color=["C3", "C0"])
     right.set(yscale="log", ylabel="ms per training step", title=value_name)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    print(f"wrote {path}")
+    return fig
 
 
 def main() -> None:
@@ -238,10 +234,8 @@ def main() -> None:
     mlp_row(rep, [2, 16, 16, 2], 8, args, number=50)  # tiny: Python overhead per op dominates
     value_sizes, value_batch = ([4, 8, 8, 1], 8) if args.quick else ([8, 16, 16, 1], 16)
     value_time = value_row(rep, value_sizes, value_batch, args)
-    rep.finish()
-    if args.plot:
-        plot(args.plot, batches, mlp_times, value_time,
-             f"tanh MLP {'-'.join(map(str, value_sizes))}, batch {value_batch}")
+    rep.finish(plot=lambda plt: plot(plt, batches, mlp_times, value_time,
+                                     f"tanh MLP {'-'.join(map(str, value_sizes))}, batch {value_batch}"))
 
 
 if __name__ == "__main__":

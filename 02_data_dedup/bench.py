@@ -178,18 +178,12 @@ def main() -> None:
         rep.add(f"pipeline, {n_lines} documents ({size_mb:.1f} MB JSONL)", seconds=t["pipeline"],
                 docs_per_s=n_lines / t["pipeline"].median, MB_per_s=size_mb / t["pipeline"].median,
                 spread=t["pipeline"].spread)
-    out = rep.finish()
+    rep.finish(plot=lambda plt: plot(plt, rep.rows))
     print("\nratios (datasketch time / ours): " + ", ".join(f"{k} {v:.1f}x" for k, v in ratios.items()))
-    if args.plot:
-        plot(args.plot, out["rows"])
 
 
-def plot(path: str, rows: list[dict]) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+def plot(plt, rows: list[dict]):
+    """The figure of `--plot` (saved by `Report.plot`): MinHash throughput, ours and datasketch's."""
     sig_rows = [r for r in rows if r["name"].startswith("signatures,") and "docs_per_s" in r]
     fig, ax = plt.subplots(figsize=(8, 4))
     names = [r["name"].removeprefix("signatures, ") for r in sig_rows]
@@ -198,8 +192,7 @@ def plot(path: str, rows: list[dict]) -> None:
     ax.set_xlabel("million shingles per second (more is better)")
     ax.set_title(f"MinHash, num_perm={NUM_PERM}: ours (blue), datasketch (grey)")
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    print(f"wrote {path}")
+    return fig
 
 
 if __name__ == "__main__":

@@ -112,12 +112,8 @@ STACKS = {"engine": ("stage-01 engine", "tab:gray"), "torch": ("PyTorch", "tab:b
           "course": ("course GPT", "tab:green"), "hf": ("transformers GPT-2", "tab:orange")}
 
 
-def plot(rows, path: str) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+def plot(plt, rows):
+    """The figure of `--plot` (saved by `Report.plot`): training tokens per second per stack."""
     fig, ax = plt.subplots(figsize=(8, 0.5 + 0.45 * 2 * len(rows)))
     labels, values, colors = [], [], []
     for r in rows:
@@ -133,8 +129,7 @@ def plot(rows, path: str) -> None:
     ax.set_xlabel("training tokens / second")
     ax.set_title(f"Stage 03: the same model on different stacks ({torch.get_num_threads()} threads)")
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    print(f"wrote {path}")
+    return fig
 
 
 def main() -> None:
@@ -143,9 +138,7 @@ def main() -> None:
                  title="one training step, tokens per second (ratio: how many times faster)")
     mlp_rows(args, rep)
     gpt_rows(args, rep)
-    rep.finish()
-    if args.plot:
-        plot(rep.rows, args.plot)
+    rep.finish(plot=lambda plt: plot(plt, rep.rows))
 
 
 if __name__ == "__main__":

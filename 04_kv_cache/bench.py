@@ -169,7 +169,7 @@ def main(argv=None) -> dict:
             if cache_name == "prealloc":
                 aims.append((f"prealloc step time @480 / @32, B={batch}", t480 / t32, "<=", 1.5))
 
-    out = rep.finish()
+    out = rep.finish(plot=lambda plt: plot(plt, results, per_position, contexts, batches))
     print("\naims")
     out["aims"] = []
     for label, value, op, bound in aims:
@@ -178,18 +178,11 @@ def main(argv=None) -> dict:
         out["aims"].append(dict(aim=label, measured=value, op=op, bound=bound, met=met))
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=1), encoding="utf-8")
-    if args.plot:
-        plot(results, per_position, contexts, batches, args.plot)
-        print(f"wrote {args.plot}")
     return out
 
 
-def plot(results, per_position, contexts, batches, path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+def plot(plt, results, per_position, contexts, batches):
+    """The figure of `--plot` (saved by `Report.plot`): tokens/s vs context, step time vs length."""
     fig, axes = plt.subplots(1, len(batches) + 1, figsize=(5 * (len(batches) + 1), 4))
     for ax, batch in zip(axes, batches):
         for v in VARIANTS:
@@ -209,7 +202,7 @@ def plot(results, per_position, contexts, batches, path) -> None:
     ax.set(ylabel="ms per decode step", title="step time vs cached length")
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    return fig
 
 
 if __name__ == "__main__":

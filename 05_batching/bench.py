@@ -129,7 +129,7 @@ def main() -> None:
                 **{"p99 ITL cut": round(base["itl_p99_ms"] / s["itl_p99_ms"], 2),
                    "x continuous": round(s["tokens_per_s"] / base["tokens_per_s"], 2)})
     results["long-prompt"] = res
-    rep.finish()
+    rep.finish(plot=lambda plt: plot(plt, results))
 
     lt, lp = results["longtail"], results["long-prompt"]
     print(f"\ncontinuous / static throughput, longtail: {lt['continuous']['tokens_per_s'] / lt['static']['tokens_per_s']:.2f}x "
@@ -140,17 +140,10 @@ def main() -> None:
         print(f"chunked {budget}: p99 inter-token latency cut {lp['continuous']['itl_p99_ms'] / s['itl_p99_ms']:.2f}x "
               f"(aim >= 2.5x), throughput {s['tokens_per_s'] / lp['continuous']['tokens_per_s']:.2f}x of continuous "
               f"(aim >= 0.85x)")
-    if args.plot:
-        plot(results, args.plot)
-        print(f"wrote {args.plot}")
 
 
-def plot(results: dict, path: str) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+def plot(plt, results: dict):
+    """The figure of `--plot` (saved by `Report.plot`): throughput and p99 latency per scheduler."""
     fig, axes = plt.subplots(1, 3, figsize=(16, 4.5))
     for ax, (tname, res) in zip(axes, results.items()):
         names = list(res)
@@ -162,7 +155,7 @@ def plot(results: dict, path: str) -> None:
         ax2.set_xlim(left=0)
         ax.set_title(tname)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    return fig
 
 
 if __name__ == "__main__":

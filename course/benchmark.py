@@ -2,7 +2,7 @@
 
 This machine (and CI) is shared and noisy, so a benchmark compares implementations in ONE
 run and reports ratios. `measure` warms up, repeats, and keeps the median; `Report`
-collects rows, prints an aligned table, and writes JSON (and, if asked, a PNG plot).
+collects rows, prints an aligned table, writes JSON (`--json`) and draws the PNG (`--plot`).
 
     from course.benchmark import measure, Report, bench_args
     args = bench_args("Stage 01: one training step")
@@ -10,7 +10,11 @@ collects rows, prints an aligned table, and writes JSON (and, if asked, a PNG pl
     t_ours = measure(step_ours, repeat=args.repeat)
     t_torch = measure(step_torch, repeat=args.repeat)
     rep.add("train step, MLP 784-256-256-10", ours=t_ours, torch=t_torch)
-    rep.finish()
+    rep.finish(plot=draw)      # draw(plt) -> Figure; without it, a bar chart of the rows
+
+A bench describes its figure in `draw(plt)` and returns it; `Report` does the rest
+(headless backend, writing the file atomically, closing the figure), and draws nothing
+unless `--plot FILE` was given.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import os
 import platform
 import statistics
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from typing import Callable
@@ -147,7 +152,52 @@ class Report:
                   for row in data]
         return "\n".join(lines)
 
-    def finish(self) -> dict:
+    def plot(self, draw: Callable | None = None, path: str | None = None) -> str | None:
+        """Write the PNG of `--plot FILE` (or `path`): `draw(plt)` returns the figure to save.
+
+        Without `draw`, a horizontal bar chart of each row's first numeric value. Returns the
+        path written, or None when no plot was asked for (then `draw` is not called).
+        """
+        path = path or (getattr(self.args, "plot", None) if self.args is not None else None)
+        if not path:
+            return None
+        import matplotlib
+
+        matplotlib.use("Agg")  # no display needed
+        import matplotlib.pyplot as plt
+
+        fig = draw(plt) if draw is not None else self._bar_chart(plt)
+        fig = plt.gcf() if fig is None else fig
+        folder = os.path.dirname(os.path.abspath(path))
+        os.makedirs(folder, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".partial-{os.getpid()}-", suffix=".png", dir=folder)
+        try:
+            with os.fdopen(fd, "wb") as f:
+                fig.savefig(f, format="png", dpi=120)
+            os.chmod(tmp, 0o644)
+            os.replace(tmp, path)  # a complete PNG or the previous one, never half a file
+        except BaseException:
+            os.unlink(tmp)
+            raise
+        finally:
+            plt.close(fig)
+        print(f"wrote {path}")
+        return path
+
+    def _bar_chart(self, plt):
+        rows = [(r["name"], next((k, v) for k, v in r.items() if k != "name" and isinstance(v, (int, float))
+                                 and not isinstance(v, bool)))
+                for r in self.rows if any(isinstance(v, (int, float)) and not isinstance(v, bool)
+                                          for k, v in r.items() if k != "name")]
+        fig, ax = plt.subplots(figsize=(8, 0.6 + 0.4 * max(1, len(rows))))
+        ax.barh([name for name, _ in rows][::-1], [kv[1] for _, kv in rows][::-1])
+        ax.set_xlabel(", ".join(dict.fromkeys(kv[0] for _, kv in rows)))
+        ax.set_title(f"{self.stage}: {self.title}" if self.title else self.stage)
+        fig.tight_layout()
+        return fig
+
+    def finish(self, plot: Callable | None = None) -> dict:
+        """Print the table, write `--json` and `--plot` (drawn by `plot(plt)`, see `Report.plot`)."""
         env = self.environment()
         head = f"{self.stage}: {self.title}" if self.title else self.stage
         print(f"\n{head}\n" + "=" * len(head))
@@ -156,7 +206,10 @@ class Report:
         print(self.table())
         out = {"stage": self.stage, "title": self.title, "environment": env, "rows": self.rows}
         if self.args is not None and getattr(self.args, "json", None):
-            with open(self.args.json, "w", encoding="utf-8") as f:
+            tmp = f"{self.args.json}.partial-{os.getpid()}"
+            with open(tmp, "w", encoding="utf-8") as f:
                 json.dump(out, f, indent=1)
+            os.replace(tmp, self.args.json)
             print(f"\nwrote {self.args.json}")
+        self.plot(plot)
         return out

@@ -146,3 +146,29 @@ def test_a_write_killed_halfway_leaves_the_old_file(tmp_path):
     assert len(leftovers) == 1 and leftovers[0].read_text() == "half of the new result"
     fileio.remove_stale_partials(tmp_path)  # its writer is dead: the next run removes it
     assert [p.name for p in tmp_path.iterdir()] == ["result.txt"]
+
+
+def test_bench_report_draws_the_plot_atomically(tmp_path):
+    import argparse
+
+    from course.benchmark import Report
+
+    path = tmp_path / "bench.png"
+    rep = Report("00_test", argparse.Namespace(json=str(tmp_path / "b.json"), plot=str(path)), title="t")
+    rep.add("ours", ms=1.5, ratio=2.0)
+    rep.add("theirs", ms=3.0)
+    rep.finish()  # no draw function: a bar chart of the rows
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert json.loads((tmp_path / "b.json").read_text())["rows"][0]["name"] == "ours"
+    calls = []
+
+    def draw(plt):
+        calls.append(1)
+        fig, ax = plt.subplots()
+        ax.plot([1, 2], [3, 4])
+        return fig
+
+    Report("00_test", argparse.Namespace(json=None, plot=str(path))).finish(plot=draw)
+    Report("00_test", argparse.Namespace(json=None, plot=None)).finish(plot=draw)  # not asked: not drawn
+    assert calls == [1] and path.read_bytes()[:4] == b"\x89PNG"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["b.json", "bench.png"]
