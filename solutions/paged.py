@@ -622,11 +622,15 @@ def paged_attention(q: torch.Tensor, k_pool: torch.Tensor, v_pool: torch.Tensor,
     if any_stale:                                              # zero them in place (K, V are copies)
         K.masked_fill_(stale[:, :, None, None], 0)
         V.masked_fill_(stale[:, :, None, None], 0)
+    mask, causal = None, False
     if T == 1 and not any_stale:
-        mask = None                                            # decode, equal lengths: all visible
+        pass                                                   # decode, equal lengths: all visible
+    elif L == T and bool((q_pos == keys).all()):
+        causal = True                                          # fresh prefill of full rows: plain causal
     else:
         mask = (keys <= q_pos[:, :, None])[:, None]            # (B, 1, T, L)
-    return F.scaled_dot_product_attention(q, K.transpose(1, 2), V.transpose(1, 2), attn_mask=mask, scale=scale)
+    return F.scaled_dot_product_attention(q, K.transpose(1, 2), V.transpose(1, 2), attn_mask=mask,
+                                          is_causal=causal, scale=scale)
     # END SOLUTION
 
 

@@ -24,8 +24,8 @@ def scatter_into_blocks(K: torch.Tensor, V: torch.Tensor, lengths: list[int], bs
     """Dense K, V (B, H, L, D) -> pools (num_blocks, bs, H, D) and block tables: each
     row's blocks at random distinct places, every other slot filled with `fill`."""
     B, H, L, D = K.shape
-    k_pool = torch.full((num_blocks, bs, H, D), fill)
-    v_pool = torch.full((num_blocks, bs, H, D), fill)
+    k_pool = torch.full((num_blocks, bs, H, D), fill, dtype=K.dtype)
+    v_pool = torch.full((num_blocks, bs, H, D), fill, dtype=V.dtype)
     need = [p.blocks_needed(n, bs) for n in lengths]
     ids = torch.randperm(num_blocks, generator=gen)[:sum(need)].tolist()
     width = max(need)

@@ -28,11 +28,11 @@ import triton_cases  # noqa: E402
 needs_triton = pytest.mark.skipif(not p.HAS_TRITON, reason="triton is not installed (it installs on Linux x86-64 only)")
 
 
-@pytest.fixture(scope="module")
-def interpreted() -> dict[str, dict]:
-    """Every case of triton_cases.py, run under TRITON_INTERPRET=1 in a fresh process."""
+def run_interpreted(cases=None) -> dict[str, dict]:
+    """Run cases (default: triton_cases.CASES) under TRITON_INTERPRET=1 in a fresh process."""
     env = dict(os.environ, TRITON_INTERPRET="1", COURSE_IMPL=loader.current_impl(), OMP_NUM_THREADS="1")
-    proc = subprocess.run([sys.executable, str(HERE / "triton_cases.py")], capture_output=True, text=True,
+    argv = [] if cases is None else [json.dumps(cases)]
+    proc = subprocess.run([sys.executable, str(HERE / "triton_cases.py"), *argv], capture_output=True, text=True,
                           env=env, timeout=240, cwd=str(loader.root()))
     results = {}
     for line in proc.stdout.splitlines():
@@ -42,6 +42,12 @@ def interpreted() -> dict[str, dict]:
     if not results:
         pytest.fail(f"the interpreter run printed nothing (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
     return results
+
+
+@pytest.fixture(scope="module")
+def interpreted() -> dict[str, dict]:
+    """Every case of triton_cases.py, run in the interpreter once for the module."""
+    return run_interpreted()
 
 
 def check(row: dict, atol: float) -> None:
@@ -97,11 +103,15 @@ def test_kernel_on_a_pool_past_int32_offsets():
 @pytest.mark.gpu
 def test_paged_engine_on_cuda_matches_the_contiguous_engine():
     """The whole engine on the GPU (attention through the Triton kernel for decode)."""
-    from conftest import tiny_model
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("_stage06_conftest", HERE / "conftest.py")
+    conftest = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(conftest)
     from solutions.batching import ContinuousBatching, Engine, ManualClock, replay
     from solutions.workload import make_trace
 
-    model = tiny_model(dtype=torch.float32).cuda()
+    model = conftest.tiny_model(dtype=torch.float32).cuda()
     trace = make_trace(12, profile="mix", seed=4, short_prompt=(2, 10), long_prompt=(14, 26),
                        short_output=(2, 8), long_output=(8, 16))
     outs = []

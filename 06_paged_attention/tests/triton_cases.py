@@ -1,6 +1,7 @@
 """The Triton kernel's cases, shared by the interpreter test (run in a fresh process with
 TRITON_INTERPRET=1) and the GPU test: `python triton_cases.py` prints one JSON line per
-case with the largest difference from `paged_attention`, or the error it raised."""
+case with the largest difference from `paged_attention`, or the error it raised. Other cases
+can be given as one JSON argument (a list of case tuples)."""
 
 from __future__ import annotations
 
@@ -63,5 +64,6 @@ if __name__ == "__main__":
     import course
 
     p = course.load("paged")
-    for case in CASES:
+    cases = [tuple(c) for c in json.loads(sys.argv[1])] if len(sys.argv) > 1 else CASES  # argv: other cases
+    for case in cases:
         print(json.dumps(run_case(p, case)), flush=True)

@@ -1,0 +1,186 @@
+"""Stage 06's held-out cases: other sizes, block sizes, seeds and edge cases."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import course
+from solutions.batching import ContinuousBatching, Request, SamplingParams, StaticBatching
+from solutions.kv_cache import forward_cached
+from solutions.workload import Trace, TraceRequest, make_trace
+
+p = course.load("paged")
+TESTS = Path(__file__).resolve().parent.parent / "tests"
+
+
+def _load(name: str):
+    spec = importlib.util.spec_from_file_location(f"_stage06_hidden_{name}", TESTS / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+_attention_tests = _load("test_paged_attention")  # its helpers; loaded once, outside any @given
+# ---- 6.1 ----------------------------------------------------------------------------------------
+
+@pytest.mark.exercise("6.1")
+@settings(deadline=None, max_examples=30)
+@given(ops=st.lists(st.tuples(st.sampled_from(["alloc", "free", "fork"]), st.integers(0, 6)), max_size=60))
+def test_allocator_against_a_model_of_reference_counts(ops):
+    a = p.BlockAllocator(9, 5)
+    held: list[list[int]] = []   # each entry: one holder's blocks
+    for op, k in ops:
+        if op == "alloc":
+            if a.can_allocate(k):
+                held.append(a.allocate(k))
+            else:
+                with pytest.raises(p.CacheFullError):
+                    a.allocate(k)
+        elif op == "free" and held:
+            a.free(held.pop(k % len(held)))
+        elif op == "fork" and held:
+            blocks = held[k % len(held)]
+            a.fork(blocks)
+            held.append(list(blocks))
+        counts = [0] * 9
+        for blocks in held:
+            for b in blocks:
+                counts[b] += 1
+        assert counts == a.ref_counts
+        assert a.num_free_blocks == counts.count(0)
+        a.check()
+    assert a.allocate(0) == []
+
+
+# ---- 6.2 / 6.3 ------------------------------------------------------------------------------------
+
+@pytest.mark.exercise("6.2")
+def test_slot_mapping_with_int32_tables_and_large_ids():
+    tables = torch.tensor([[2**20, 3], [7, 2**21]], dtype=torch.int32)
+    slots = p.slot_mapping(tables, torch.tensor([0, 1, 1]), torch.tensor([0, 3, 130]), 128)
+    assert slots.dtype == torch.int64
+    assert slots.tolist() == [2**20 * 128, 7 * 128 + 3, 2**21 * 128 + 2]
+
+
+@pytest.mark.exercise("6.2")
+def test_reserve_over_a_slice_of_rows_and_block_size_one():
+    c = p.PagedKVCache(1, 4, 1, 10, 2, num_blocks=40, block_size=1)
+    c.reserve(slice(1, 4), torch.tensor([3, 0, 10]))
+    assert [len(t) for t in c.tables] == [0, 3, 0, 10]
+    assert c.allocator.num_free_blocks == 27
+
+
+@pytest.mark.exercise("6.3")
+@pytest.mark.parametrize("bs", [7, 48])
+def test_forward_cached_through_view_with_other_block_sizes(model, bs):
+    class ViewOnly(p.PagedKVCache):
+        attend = None
+
+    torch.manual_seed(5)
+    seqs = torch.randint(0, 256, (2, 20))
+    full = model(seqs)
+    cache = ViewOnly.for_model(model, 2, max_len=48, block_size=bs, num_blocks=10)
+    forward_cached(model, seqs[:, :13], cache)
+    out = [forward_cached(model, seqs[:, t:t + 1], cache)[:, 0] for t in range(13, 20)]
+    torch.testing.assert_close(torch.stack(out, 1), full[:, 13:], atol=1e-10, rtol=1e-10)
+
+
+# ---- 6.4 ----------------------------------------------------------------------------------------
+
+@pytest.mark.exercise("6.4")
+@settings(deadline=None, max_examples=15)
+@given(bs=st.integers(8, 13), T=st.integers(1, 8), data=st.data())
+def test_paged_attention_float64_and_long_chunks(bs, T, data):
+    gen = torch.Generator().manual_seed(data.draw(st.integers(0, 999)))
+    B, H, D = 2, 2, 5
+    starts = data.draw(st.lists(st.integers(0, 30), min_size=B, max_size=B))
+    lengths = [s + T for s in starts]
+    L = max(lengths)
+    K = torch.randn(B, H, L, D, generator=gen, dtype=torch.float64)
+    V = torch.randn(B, H, L, D, generator=gen, dtype=torch.float64)
+    q = torch.randn(B, H, T, D, generator=gen, dtype=torch.float64)
+    q_pos = torch.tensor([[s + t for t in range(T)] for s in starts])
+    k_pool, v_pool, tables = _attention_tests.scatter_into_blocks(K, V, lengths, bs, 20, gen)
+    got = p.paged_attention(q, k_pool.double(), v_pool.double(), tables, q_pos)
+    mask = (torch.arange(L) <= q_pos[:, :, None])[:, None]
+    want = F.scaled_dot_product_attention(q, K, V, attn_mask=mask)
+    torch.testing.assert_close(got, want, atol=1e-12, rtol=1e-12)
+
+
+# ---- 6.5 ----------------------------------------------------------------------------------------
+
+HIDDEN_KERNEL_CASES = [
+    ["block size 7, head dim 12", 5, 2, 12, 7, [1, 8, 14, 22, 7], float("nan")],
+    ["block size 32, long rows", 2, 1, 16, 32, [33, 96], 0.0],
+]
+
+
+@pytest.mark.exercise("6.5")
+@pytest.mark.skipif(not p.HAS_TRITON, reason="triton is not installed (it installs on Linux x86-64 only)")
+def test_kernel_held_out_shapes_in_the_interpreter():
+    mod = _load("test_paged_triton")
+    results = mod.run_interpreted(HIDDEN_KERNEL_CASES)
+    for case in HIDDEN_KERNEL_CASES:
+        mod.check(results[case[0]], atol=1e-5)
+
+
+# ---- 6.6 ----------------------------------------------------------------------------------------
+
+@pytest.mark.exercise("6.6")
+def test_prefix_hits_with_block_size_7_under_eviction_pressure(model, alone, serve):
+    g = torch.Generator().manual_seed(9)
+    shared = torch.randint(0, 256, (22,), generator=g).tolist()
+    prompts = [tuple(shared + torch.randint(0, 256, (3,), generator=g).tolist()) for _ in range(5)]
+    others = [tuple(torch.randint(0, 256, (20,), generator=g).tolist()) for _ in range(3)]
+    reqs = [TraceRequest(0.03 * i, pr, 5) for i, pr in enumerate(prompts[:2] + others + prompts[2:])]
+    res = serve(lambda c: p.PagedEngine(model, ContinuousBatching(2), block_size=7, num_blocks=12, clock=c),
+                Trace(tuple(reqs)))
+    for r in res.requests:
+        assert r.output == alone(r.prompt, 5)[0]
+    assert res.requests[1].num_cached_tokens == 21
+    res.engine.allocator.check()
+
+
+# ---- 6.7 ----------------------------------------------------------------------------------------
+
+@pytest.mark.exercise("6.7")
+def test_more_forks_than_free_rows(model, alone):
+    e = p.PagedEngine(model, ContinuousBatching(2), block_size=4, num_blocks=40)
+    sp = SamplingParams(temperature=1.0, top_p=0.9, seed=100)
+    kids = e.add_forked(Request(tuple(range(3, 14)), 7, sampling=sp, request_id="f"), 5)
+    while e.has_unfinished():
+        e.step()
+        assert len(e.scheduler.running) <= 2
+    for k in kids:
+        assert k.output == alone(k.prompt, 7, k.sampling)[0]
+    assert e.allocator.num_free_blocks == 40
+
+
+# ---- 6.8 ----------------------------------------------------------------------------------------
+
+@pytest.mark.exercise("6.8")
+@pytest.mark.parametrize("bs", [1, 48])
+def test_extreme_block_sizes_give_stage_05_tokens(model, serve, contiguous, bs):
+    trace = make_trace(10, profile="longtail", rate=100.0, seed=8, short_prompt=(2, 12), short_output=(2, 6),
+                       long_output=(6, 20))
+    want = contiguous(ContinuousBatching(3, max_tokens_per_step=7), trace)
+    res = serve(lambda c: p.PagedEngine(model, ContinuousBatching(3, max_tokens_per_step=7), block_size=bs,
+                                        num_blocks=max(3, 70 // bs), clock=c), trace)
+    assert [r.output for r in res.requests] == want
+
+
+@pytest.mark.exercise("6.8")
+def test_static_batching_on_paged_memory_never_preempts(model, serve, contiguous):
+    trace = make_trace(9, profile="mix", seed=12, short_prompt=(2, 8), long_prompt=(12, 20), short_output=(2, 6),
+                       long_output=(6, 12))
+    want = contiguous(StaticBatching(3), trace)
+    res = serve(lambda c: p.PagedEngine(model, StaticBatching(3), block_size=5, num_blocks=8, clock=c), trace)
+    assert [r.output for r in res.requests] == want
+    assert res.engine.num_preemptions == 0
