@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from course import feedback, grading, manifest, progress
-from tests.helpers import ROOT, existing_stages
+from tests.helpers import ROOT
 
 NP_MESSAGE = None
 try:
