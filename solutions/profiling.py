@@ -799,17 +799,25 @@ _LOG_NUMBERS = ("queue_s", "ttft_s", "prefill_s", "decode_s", "e2e_s")
 
 
 def record_from_request(request: Request, *, prefix_hit_tokens: int = 0) -> dict:
-    """Stage 07's log record for a finished stage-05 request (what the server would log):
-    queue = arrival → admitted, prefill = admitted → first token, decode = first token →
-    finished, so queue + prefill + decode = e2e; ttft = queue + prefill."""
+    """Stage 07's log record for a finished stage-05 request, with the server's definitions
+    (seconds on the engine's clock; None where a span does not exist — an aborted request
+    may never have been scheduled or produced a token):
+
+        queue_s    arrival -> first scheduled        ttft_s   arrival -> first output token
+        prefill_s  first scheduled -> first token    decode_s first -> last output token
+        e2e_s      arrival -> finished               mean_tpot_s  decode_s / (tokens - 1)
+
+    so queue + prefill + decode = e2e when the request finishes with its last token."""
     m = request_metrics(request)
     if m.e2e is None:
         raise ValueError(f"request {request.request_id} has not finished")
-    ttft = m.ttft if m.ttft is not None else m.e2e
-    queue = m.queue if m.queue is not None else m.e2e
+    times = request.token_times
+    first_scheduled = None if m.queue is None else request.arrival + m.queue
     return {"request_id": m.request_id, "prompt_tokens": m.prompt_tokens, "output_tokens": m.output_tokens,
-            "queue_s": queue, "ttft_s": ttft, "prefill_s": ttft - queue, "decode_s": m.e2e - ttft, "e2e_s": m.e2e,
-            "mean_tpot_s": m.tpot, "finish_reason": m.finish_reason, "prefix_hit_tokens": prefix_hit_tokens}
+            "queue_s": m.queue, "ttft_s": m.ttft,
+            "prefill_s": None if not times or first_scheduled is None else times[0] - first_scheduled,
+            "decode_s": times[-1] - times[0] if times else None, "e2e_s": m.e2e, "mean_tpot_s": m.tpot,
+            "finish_reason": m.finish_reason, "prefix_hit_tokens": prefix_hit_tokens}
 
 
 @dataclass
@@ -824,10 +832,11 @@ def parse_request_log(lines: Iterable[str | bytes]) -> RequestLog:
     """Parse stage 07's request log: one JSON object per line with exactly `LOG_KEYS`.
 
     A line may carry a logging prefix before the JSON (`2026-… INFO course.server {…}`):
-    parse from its first "{". Blank lines are skipped. A line that is not a JSON object,
-    lacks a key, or has a non-numeric or negative time (`queue_s`, `ttft_s`, `prefill_s`,
-    `decode_s`, `e2e_s`) is not dropped silently: it goes to `malformed` with its 1-based
-    line number and the reason. Extra keys are kept.
+    parse from its first "{". Blank lines are skipped. A time (`queue_s`, `ttft_s`,
+    `prefill_s`, `decode_s`, `e2e_s`) is a finite number >= 0, or null where the span does
+    not exist (a request aborted before it was scheduled). A line that is not a JSON
+    object, lacks a key, or has any other time is not dropped silently: it goes to
+    `malformed` with its 1-based line number and the reason. Extra keys are kept.
     """
     if isinstance(lines, (str, bytes)):
         raise TypeError("parse_request_log expects an iterable of lines; use text.splitlines()")
@@ -855,8 +864,8 @@ def parse_request_log(lines: Iterable[str | bytes]) -> RequestLog:
         if missing:
             bad.append((n, f"missing keys {missing}"))
             continue
-        wrong = [k for k in _LOG_NUMBERS if isinstance(rec[k], bool) or not isinstance(rec[k], (int, float))
-                 or not math.isfinite(rec[k]) or rec[k] < 0]
+        wrong = [k for k in _LOG_NUMBERS if rec[k] is not None and (
+            isinstance(rec[k], bool) or not isinstance(rec[k], (int, float)) or not math.isfinite(rec[k]) or rec[k] < 0)]
         if wrong:
             bad.append((n, f"not a time >= 0: {wrong}"))
             continue
@@ -880,19 +889,26 @@ def parse_metrics(text: str) -> dict[str, float]:
 
 def latency_breakdown(records: Sequence[dict]) -> dict[str, dict[str, float]]:
     """Where the requests' time went. For each phase in ("queue", "prefill", "decode") and
-    for "e2e" and "ttft": p50 and p99 (numpy linear percentiles) and mean, in seconds; for
-    the three phases also `share`, their sum over all requests / the sum of e2e (so the
-    shares add up to 1 when the log is consistent). Raises ValueError on no records."""
+    for "ttft" and "e2e": p50 and p99 (numpy linear percentiles) and mean, in seconds, over
+    the records where that time exists (not None); for the three phases also `share`: the
+    phase's sum / the sum of e2e, over the COMPLETE records (queue, prefill, decode and e2e
+    all present), so the shares add up to 1 when the log is consistent.
+    Raises ValueError when no record is complete."""
     if not records:
         raise ValueError("latency_breakdown needs at least one record")
     # BEGIN SOLUTION 8.6
+    phases = ("queue", "prefill", "decode")
+    complete = [r for r in records if all(r[f"{p}_s"] is not None for p in (*phases, "e2e"))]
+    if not complete:
+        raise ValueError(f"latency_breakdown needs at least one complete record, got {len(records)} records")
+    total = float(sum(r["e2e_s"] for r in complete))
     out: dict[str, dict[str, float]] = {}
-    total = float(sum(r["e2e_s"] for r in records))
-    for phase in ("queue", "prefill", "decode", "ttft", "e2e"):
-        v = np.array([r[f"{phase}_s"] for r in records], dtype=float)
+    for phase in (*phases, "ttft", "e2e"):
+        v = np.array([r[f"{phase}_s"] for r in records if r[f"{phase}_s"] is not None], dtype=float)
         row = {"p50": float(np.percentile(v, 50)), "p99": float(np.percentile(v, 99)), "mean": float(v.mean())}
-        if phase in ("queue", "prefill", "decode"):
-            row["share"] = float(v.sum() / total) if total > 0 else float("nan")
+        if phase in phases:
+            part = sum(r[f"{phase}_s"] for r in complete)
+            row["share"] = float(part / total) if total > 0 else float("nan")
         out[phase] = row
     return out
     # END SOLUTION

@@ -33,10 +33,11 @@ def test_parse_good_and_bad_lines():
              json.dumps({k: v for k, v in good.items() if k != "decode_s"}),
              json.dumps(rec(2, -0.1, 0.1, 0.1)),
              json.dumps(rec(3, True, 0.1, 0.1)),
-             json.dumps(good).encode()]
+             json.dumps(good).encode(),
+             json.dumps(rec(4, 0.2, 0.0, 0.0) | {"prefill_s": None, "decode_s": None, "ttft_s": None})]  # aborted
     log = prof.parse_request_log(lines)
-    assert [r["request_id"] for r in log.records] == ["r0", "r1", "r0"]
-    assert log.records[1]["extra"] == 7
+    assert [r["request_id"] for r in log.records] == ["r0", "r1", "r0", "r4"]
+    assert log.records[1]["extra"] == 7 and log.records[3]["decode_s"] is None
     assert [n for n, _ in log.malformed] == [4, 5, 6, 7, 8, 9]
     assert "decode_s" in log.malformed[3][1]
 
@@ -51,6 +52,18 @@ def test_breakdown_by_hand():
     assert bd["decode"]["p50"] == 2.0 and bd["decode"]["mean"] == 2.0
     assert bd["queue"]["p99"] == pytest.approx(np.percentile([1.0, 0.0, 3.0], 99))
     assert bd["ttft"]["p50"] == 2.0 and bd["e2e"]["p99"] == 4.0 and "share" not in bd["e2e"]
+
+
+@pytest.mark.exercise("8.6")
+def test_incomplete_records_count_where_their_times_exist():
+    """An aborted request: queued 5 s, never scheduled. Its queue time counts in the queue
+    percentiles, but the shares are over complete records only."""
+    aborted = rec(9, 5.0, 0.0, 0.0) | {"prefill_s": None, "decode_s": None, "ttft_s": None}
+    bd = prof.latency_breakdown([rec(0, 1.0, 1.0, 2.0), aborted])
+    assert bd["queue"]["mean"] == 3.0 and bd["prefill"]["mean"] == 1.0
+    assert bd["queue"]["share"] == 0.25 and bd["decode"]["share"] == 0.5
+    with pytest.raises(ValueError, match="complete"):
+        prof.latency_breakdown([aborted])
 
 
 @pytest.mark.exercise("8.6")
