@@ -1075,8 +1075,9 @@ def run_pipeline(in_path: str | Path, out_dir: str | Path, config: PipelineConfi
                  progress: bool = True) -> dict:
     """Clean and deduplicate a JSON Lines corpus; write the splits and a report.
 
-    Outputs (`OUTPUT_FILES`) in `out_dir`: `train.jsonl`, `val.jsonl`, `test.jsonl` (the input records that
-    were kept, `"text"` normalised, other fields unchanged); `removed.jsonl` (one line per
+    Outputs (`OUTPUT_FILES`) in `out_dir`: `train.jsonl`, `val.jsonl`, `test.jsonl` (the
+    input records that were kept, `"text"` normalised, other fields unchanged);
+    `removed.jsonl` (one line per
     removed record: its line, id, source, reason and, for duplicates, `duplicate_of`, the
     id of the kept copy); `report.json` (the counts, see `format_report`). Returns the
     report.
@@ -1091,11 +1092,14 @@ def run_pipeline(in_path: str | Path, out_dir: str | Path, config: PipelineConfi
     Accounting, always: input lines = malformed + filtered + exact duplicates + near
     duplicates + kept. Running the pipeline on its own output removes nothing more.
 
-    Nothing is lost (given code around your part): an input inside `out_dir` and an
-    `out_dir` that is a file or not writable are refused (`UnsafeOutputError`, a
-    ValueError) before anything is written. Write every output into `work_dir`, a fresh
-    temporary folder next to them: only a run that finishes moves them into `out_dir`
-    (report.json last), so a run that fails or is killed leaves the previous outputs.
+    Your part (2.8) writes train/val/test/removed.jsonl into `work_dir` and builds the
+    dict `report`; the given code around it adds the timing and the quality profile,
+    checks the accounting and writes report.json. Nothing is lost: an input inside
+    `out_dir`, an `out_dir` that is a file or not writable, an output path that is a
+    folder are refused (`UnsafeOutputError`, a ValueError) before anything is written;
+    `work_dir` is a fresh temporary folder next to the outputs, moved into `out_dir` only
+    when the run finishes (report.json last), so a run that fails or is killed leaves
+    the previous outputs.
     """
     config = PipelineConfig() if config is None else config
     if not isinstance(config, PipelineConfig):
