@@ -1141,7 +1141,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--api-key", default=None, help="require 'Authorization: Bearer KEY' on /v1/*")
     p.add_argument("--request-log", default=None, metavar="FILE", help="append one JSON line per request")
     p.add_argument("--max-batch-size", type=int, default=16)
-    p.add_argument("--max-queue-tokens", type=int, default=None)
+    p.add_argument("--num-blocks", type=int, default=None, help="KV blocks of 16 tokens (default: batch x context)")
+    p.add_argument("--max-queue-tokens", type=int, default=None,
+                   help="admission: tokens that may wait beyond the KV memory (default: as many as it holds)")
+    p.add_argument("--no-admission", action="store_true", help="admit everything (for comparison)")
     p.add_argument("--first-token-timeout", type=float, default=None, metavar="S")
     p.add_argument("--timeout", type=float, default=None, metavar="S")
     p.add_argument("--grace", type=float, default=10.0, metavar="S", help="shutdown grace period")
@@ -1150,6 +1153,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if not 0 <= args.port <= 65535:
             raise ValueError(f"--port must be in 0..65535, got {args.port}")
+        if args.num_blocks is not None and args.num_blocks < 1:
+            raise ValueError(f"--num-blocks must be >= 1, got {args.num_blocks}")
         for name in ("max_batch_size", "threads"):
             if getattr(args, name) < 1:
                 raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
@@ -1173,8 +1178,13 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     config = ServerConfig(api_key=args.api_key, max_queue_tokens=args.max_queue_tokens,
                           first_token_timeout_s=args.first_token_timeout, timeout_s=args.timeout,
-                          shutdown_grace_s=args.grace, request_log=args.request_log)
-    app = build_app(make_engine(model, max_batch_size=args.max_batch_size), ByteTokenizer(), config)
+                          shutdown_grace_s=args.grace, request_log=args.request_log, admission=not args.no_admission)
+    try:
+        engine = make_engine(model, max_batch_size=args.max_batch_size, num_blocks=args.num_blocks)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    app = build_app(engine, ByteTokenizer(), config)
     server = CourseServer(uvicorn.Config(app, host=args.host, port=args.port, log_level="info", access_log=False),
                           app.state.course, args.grace)
     try:
