@@ -1,0 +1,229 @@
+"""Stage 04, held-out cases: other model shapes, batch layouts and sampling corners.
+
+4.1 runs against the REFERENCE preallocated cache (`solutions.kv_cache.KVCache`), so it is
+checked on its own; the caches (4.2-4.4) against a dense reference; generation (4.6)
+against the recompute baseline and the model's full forward. Tolerances as in the visible
+tests: ATOL 1e-4 on float32 logits, 4 sigma on frequencies of 20 000 draws.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import course
+from solutions.gpt import GPT, GPTConfig
+from solutions.kv_cache import KVCache as ReferenceCache
+
+kc = course.load("kv_cache")
+
+ATOL = 1e-4
+
+
+@pytest.fixture(scope="module")
+def one_head() -> GPT:
+    """Another shape than the visible tests': 3 layers, ONE head of 8, context 24."""
+    torch.manual_seed(77)
+    return GPT(GPTConfig(block_size=24, n_layer=3, n_head=1, n_embd=8)).eval()
+
+
+def seq(n, seed):
+    return torch.randint(0, 257, (n,), generator=torch.Generator().manual_seed(seed)).tolist()
+
+
+def full(model, s):
+    with torch.no_grad():
+        return model(torch.tensor([s]))[0]
+
+
+# ---------------------------------------------------------------------- 4.1
+@pytest.mark.exercise("4.1")
+def test_one_head_model_decoding_rows_of_unequal_lengths(one_head):
+    seqs = [seq(n, n) for n in (20, 7, 13, 1)]
+    cache = ReferenceCache.for_model(one_head, 4)
+    start = [len(s) - 3 if len(s) > 3 else 0 for s in seqs]
+    width = max(start)
+    prompt = torch.tensor([s[:k] + [0] * (width - k) for s, k in zip(seqs, start)])
+    n_new = torch.tensor(start)
+    kc.forward_cached(one_head, prompt, cache, n_new=n_new)
+    assert cache.lengths.tolist() == start
+    for t in range(3):  # three decode steps, every row at its own position
+        rows = [b for b, s in enumerate(seqs) if start[b] + t < len(s)]
+        tok = torch.tensor([[seqs[b][start[b] + t]] for b in rows])
+        out = kc.forward_cached(one_head, tok, cache, rows=torch.tensor(rows))
+        for i, b in enumerate(rows):
+            torch.testing.assert_close(out[i, 0], full(one_head, seqs[b])[start[b] + t], atol=ATOL, rtol=0)
+
+
+@pytest.mark.exercise("4.1")
+def test_rows_in_reverse_order_and_a_single_token_prompt(tiny):
+    cache = ReferenceCache.for_model(tiny, 5)
+    a, b = seq(9, 1), seq(1, 2)
+    idx = torch.tensor([b + [0] * 8, a])
+    out = kc.forward_cached(tiny, idx, cache, rows=[4, 0], n_new=[1, 9])
+    torch.testing.assert_close(out[1], full(tiny, a), atol=ATOL, rtol=0)
+    torch.testing.assert_close(out[0, 0], full(tiny, b)[0], atol=ATOL, rtol=0)
+    assert cache.lengths.tolist() == [9, 0, 0, 0, 1]
+
+
+@pytest.mark.exercise("4.1")
+def test_prefill_up_to_the_full_context(one_head):
+    s = seq(24, 5)
+    cache = ReferenceCache.for_model(one_head, 1)
+    out = kc.forward_cached(one_head, torch.tensor([s[:10]]), cache)
+    out2 = kc.forward_cached(one_head, torch.tensor([s[10:]]), cache)
+    torch.testing.assert_close(torch.cat([out[0], out2[0]]), full(one_head, s), atol=ATOL, rtol=0)
+    with pytest.raises(ValueError):
+        kc.forward_cached(one_head, torch.tensor([[1]]), cache)
+
+
+# ---------------------------------------------------------------------- 4.2-4.4
+CACHES = [pytest.param("ConcatKVCache", marks=pytest.mark.exercise("4.2"), id="concat"),
+          pytest.param("KVCache", marks=pytest.mark.exercise("4.3"), id="prealloc"),
+          pytest.param("QuantizedKVCache", marks=pytest.mark.exercise("4.4"), id="int8")]
+
+
+@pytest.mark.parametrize("name", CACHES)
+def test_odd_dimensions_write_and_view(name):
+    dims = dict(n_layer=1, batch=2, n_head=3, max_len=5, head_dim=3)
+    cache = getattr(kc, name)(**dims)
+    ref = torch.zeros(2, 3, 5, 3)
+    g = torch.Generator().manual_seed(0)
+    for positions in ([0, 0], [1, 2], [4, 3]):
+        rows = torch.tensor([0, 1])
+        pos = torch.tensor(positions)
+        k = torch.randn(2, 3, 3, generator=g)
+        cache.reserve(rows, pos + 1)
+        cache.write(0, rows, pos, k, -k)
+        ref[rows, :, pos] = k
+    K, V = cache.view(0, slice(0, 2), 5)
+    assert K.shape == V.shape == (2, 3, 5, 3) and K.dtype == torch.float32
+    tol = 0 if name != "QuantizedKVCache" else (ref.abs().amax(-1, keepdim=True) / 254 + 1e-6)
+    written = torch.zeros(2, 1, 5, 1, dtype=torch.bool)
+    written[0, 0, [0, 1, 4]] = True
+    written[1, 0, [0, 2, 3]] = True
+    assert (((K - ref).abs() <= tol) | ~written).all() and (((V + ref).abs() <= tol) | ~written).all()
+    K1, _ = cache.view(0, torch.tensor([1]), 4)
+    assert K1.shape == (1, 3, 4, 3)
+
+
+@pytest.mark.parametrize("name", CACHES)
+def test_float64_model_through_each_cache(name, one_head):
+    model = GPT(one_head.config).double().eval()
+    model.load_state_dict(one_head.state_dict())
+    s = seq(12, 9)
+    cache = getattr(kc, name).for_model(model, 1)
+    outs = [kc.forward_cached(model, torch.tensor([s[:6]]), cache)[0]]
+    for t in range(6, 12):
+        outs.append(kc.forward_cached(model, torch.tensor([[s[t]]]), cache)[0])
+    got = torch.cat(outs)
+    assert got.dtype == torch.float64
+    tol = 1e-9 if name != "QuantizedKVCache" else 0.05
+    torch.testing.assert_close(got, full(model, s), atol=tol, rtol=0)
+
+
+@pytest.mark.exercise("4.2")
+def test_concat_cache_grows_only_to_what_is_needed():
+    cache = kc.ConcatKVCache(n_layer=2, batch=2, n_head=1, max_len=50, head_dim=2)
+    cache.reserve(slice(0, 2), torch.tensor([3, 1]))
+    assert all(k.shape[2] == 3 for k in cache.k)
+    cache.reserve(slice(0, 2), torch.tensor([2, 2]))
+    assert all(k.shape[2] == 3 for k in cache.k), "no growth when the cache is long enough"
+    with pytest.raises(kc.CacheFullError):
+        cache.reserve(slice(0, 2), torch.tensor([51, 0]))
+
+
+@pytest.mark.exercise("4.3")
+def test_preallocated_views_of_a_middle_slice_share_memory():
+    cache = kc.KVCache(n_layer=2, batch=4, n_head=2, max_len=6, head_dim=3)
+    cache.write(1, torch.tensor([2]), torch.tensor([5]), torch.ones(1, 2, 3), torch.full((1, 2, 3), 2.0))
+    K, V = cache.view(1, slice(1, 3), 6)
+    assert K.untyped_storage().data_ptr() == cache.k.untyped_storage().data_ptr()
+    assert (K[1, :, 5] == 1).all() and (V[1, :, 5] == 2).all() and (K[0] == 0).all()
+
+
+@pytest.mark.exercise("4.4")
+def test_quantize_an_outlier_and_negative_halves():
+    x = torch.tensor([[1000.0, 1.0, -1.0, 0.0], [-3.0, 1.5, 0.75, 0.0]])
+    q, scale = kc.quantize_int8(x)
+    assert q.dtype == torch.int8 and scale.shape == (2, 1) and scale.dtype == torch.float32
+    assert q[0].tolist() == [127, 0, 0, 0]  # 1.0 / (1000/127) rounds to 0: the outlier's price
+    assert q[1].tolist() == [-127, 64, 32, 0]  # round half to even: 63.5 -> 64, 31.75 -> 32
+    back = kc.dequantize_int8(q, scale, torch.float64)
+    assert back.dtype == torch.float64
+    assert ((back - x.double()).abs() <= scale.double() / 2 + 1e-9).all()
+
+
+@pytest.mark.exercise("4.4")
+@pytest.mark.parametrize("n_layer, n_head, head_dim", [(1, 1, 1), (5, 3, 7)])
+def test_int8_bytes_per_token_other_shapes(n_layer, n_head, head_dim):
+    cache = kc.QuantizedKVCache(n_layer=n_layer, batch=1, n_head=n_head, max_len=2, head_dim=head_dim)
+    assert cache.bytes_per_token() == 2 * n_layer * n_head * (head_dim + 4)
+
+
+# ---------------------------------------------------------------------- 4.5
+N = 20_000
+TOL = 0.015
+
+
+@pytest.mark.exercise("4.5")
+def test_each_row_its_own_distribution_and_top_k_of_the_whole_vocab():
+    probs = torch.tensor([[0.7, 0.2, 0.1, 0.0], [0.1, 0.1, 0.1, 0.7]])
+    logits = probs.clamp_min(1e-30).log().repeat(N // 2, 1)
+    ids = kc.sample(logits, top_k=4, top_p=1.0, generator=torch.Generator().manual_seed(3))
+    for r in range(2):
+        got = torch.bincount(ids[r::2], minlength=4).double() / (N // 2)
+        assert (got - probs[r].double()).abs().max() < 2 * TOL
+
+
+@pytest.mark.exercise("4.5")
+def test_masked_logits_are_never_drawn_and_ties_keep_exactly_k():
+    logits = torch.tensor([[0.0, float("-inf"), 0.0, float("-inf"), 0.0]]).expand(N, -1)
+    ids = kc.sample(logits, temperature=3.0, generator=torch.Generator().manual_seed(1))
+    assert set(ids.tolist()) == {0, 2, 4}
+    flat = torch.zeros(N, 10)
+    ids = kc.sample(flat, top_k=3, generator=torch.Generator().manual_seed(2))
+    assert len(set(ids.tolist())) == 3, "top_k=3 on 10 tied logits keeps exactly 3 tokens"
+
+
+@pytest.mark.exercise("4.5")
+def test_greedy_on_float64_and_tiny_top_p():
+    logits = torch.randn(50, 30, dtype=torch.float64, generator=torch.Generator().manual_seed(6))
+    assert torch.equal(kc.sample(logits, temperature=0), logits.argmax(-1))
+    ids = kc.sample(logits, top_p=1e-6, generator=torch.Generator().manual_seed(0))
+    assert torch.equal(ids, logits.argmax(-1)), "the most likely token is always in the nucleus"
+
+
+# ---------------------------------------------------------------------- 4.6
+@pytest.mark.exercise("4.6")
+@pytest.mark.parametrize("cache", ["prealloc", "concat", None])
+def test_generate_on_another_model_against_the_full_forward(one_head, cache):
+    prompts = [seq(3, 1), seq(10, 2), seq(1, 3)]
+    res = kc.generate(one_head, prompts, 8, cache=cache)
+    for p, toks in zip(prompts, res.tokens):
+        s = list(p)
+        for _ in range(8):  # greedy, one full forward per token
+            s.append(int(full(one_head, s)[-1].argmax()))
+        assert toks == s[len(p):]
+
+
+@pytest.mark.exercise("4.6")
+def test_generate_fills_the_context_exactly_and_stops_on_any_of_several_tokens(one_head):
+    prompt = seq(20, 4)
+    res = kc.generate(one_head, [prompt], 4, cache="prealloc")  # 20 + 4 = the context of 24
+    assert len(res.tokens[0]) == 4
+    base = kc.generate(one_head, [seq(2, 8), seq(5, 9)], 12, cache=None).tokens
+    stops = {base[0][3], base[1][6]}
+    want = [next((row[:i] for i, t in enumerate(row) if t in stops), row) for row in base]
+    got = kc.generate(one_head, [seq(2, 8), seq(5, 9)], 12, cache="prealloc", stop=sorted(stops))
+    assert got.tokens == want
+    assert got.finish_reasons == ["stop" if len(w) < 12 else "length" for w in want]
+
+
+@pytest.mark.exercise("4.6")
+def test_sampling_in_generate_uses_the_generator(one_head):
+    kw = dict(temperature=1.0, top_p=0.9, cache="prealloc")
+    a = kc.generate(one_head, [seq(4, 1)] * 3, 10, generator=torch.Generator().manual_seed(5), **kw)
+    b = kc.generate(one_head, [seq(4, 1)] * 3, 10, generator=torch.Generator().manual_seed(5), **kw)
+    c = kc.generate(one_head, [seq(4, 1)] * 3, 10, generator=torch.Generator().manual_seed(6), **kw)
+    assert a.tokens == b.tokens and a.tokens != c.tokens
