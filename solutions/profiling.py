@@ -31,8 +31,9 @@ The pieces:
 
 `collect(...)` runs all of it on the default model; `course profile` calls it and
 `write_report`. Everything here reaches the stack through earlier stages' solutions:
-the engine is `ServingEngine` below (stage 05's `Engine`; stage 06's `PagedEngine` has
-the same API, so switching is that one line).
+the engine is `ServingEngine` below — stage 06's `PagedEngine`, the one stage 07's server
+runs; stage 05's `Engine` has the same API, so switching is that one line (or pass
+`engine_cls=` to `decode_engine`).
 """
 
 from __future__ import annotations
@@ -54,7 +55,7 @@ import torch
 from torch.profiler import ProfilerActivity, profile, record_function, schedule
 
 from solutions.batching import ContinuousBatching, Request, default_model, replay, request_metrics
-from solutions.batching import Engine as ServingEngine  # stage 06: PagedEngine, same API
+from solutions.paged import PagedEngine as ServingEngine  # what stage 07 serves; stage 05's Engine has its API
 from solutions.gpt import GPT, GPTConfig
 from solutions.kv_cache import KVCache, forward_cached
 from solutions.workload import make_trace

@@ -5,7 +5,9 @@ import pytest
 import torch
 
 import course
+from solutions.batching import Engine
 from solutions.kv_cache import KVCache, QuantizedKVCache
+from solutions.paged import PagedEngine
 
 prof = course.load("profiling")
 
@@ -55,13 +57,22 @@ def test_peak_memory_of_known_allocations():
 
 @pytest.mark.exercise("8.3")
 def test_breakdown_of_a_real_engine(model):
-    engine = prof.decode_engine(model, 4, prompt_len=8)
+    engine = prof.decode_engine(model, 4, prompt_len=8, engine_cls=Engine)  # stage 05's contiguous cache
     mb = prof.memory_breakdown(model, engine)
     assert mb.params == by_hand(*model.parameters())
     assert mb.kv_pool == by_hand(engine.cache.k, engine.cache.v, engine.cache.lengths)
     assert mb.activations > 0 and mb.python_state > 0
     assert mb.allocator is None and mb.process > mb.params + mb.kv_pool  # RSS holds at least these
     assert mb.kv_share == pytest.approx(mb.kv_pool / mb.total)
+
+
+@pytest.mark.exercise("8.3")
+def test_breakdown_of_the_paged_engine(model):
+    """Stage 06's pool states its bytes (its K and V block pools): that is what is counted."""
+    engine = prof.decode_engine(model, 2, prompt_len=8, engine_cls=PagedEngine)
+    mb = prof.memory_breakdown(model, engine)
+    assert mb.kv_pool == engine.cache.nbytes == by_hand(engine.cache.k, engine.cache.v)
+    assert mb.params == prof.nbytes(model) and mb.activations > 0
 
 
 @pytest.mark.given
