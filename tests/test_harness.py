@@ -94,3 +94,67 @@ def test_student_module_loads_under_a_private_name():
     assert mod.__file__ == str(loader.student_path(st.module))
     sol = course.load(st.module, impl="solution")
     assert sol.__name__ == f"solutions.{st.module}" and sol is not mod
+
+
+def test_hidden_tests_need_asking_for_and_markers(tmp_path):
+    """`pytest NN_stage` leaves hidden_tests/ out; --hidden-tests or naming the folder brings
+    it in; an unmarked hidden test is refused like an unmarked visible one."""
+    import sys
+
+    from tests.helpers import run, small_course
+
+    base = small_course(tmp_path / "course")
+    env = {"COURSE_ROOT": str(base)}
+
+    def collect(*args):
+        return run([sys.executable, "-m", "pytest", "--co", "-q", "-p", "no:nbval", *args], cwd=base, env=env,
+                   impl="solution", timeout=300)
+
+    plain = collect("01_autograd")
+    assert plain.returncode == 0 and "hidden_tests" not in plain.stdout, plain.stdout[-2000:]
+    for args in (("01_autograd", "--hidden-tests"), ("01_autograd/hidden_tests",)):
+        proc = collect(*args)
+        assert proc.returncode == 0 and "hidden_tests/test_autograd_rt_hidden.py" in proc.stdout, proc.stdout
+    (base / "01_autograd" / "hidden_tests" / "test_autograd_unmarked.py").write_text("def test_x():\n    pass\n")
+    proc = collect("01_autograd", "--hidden-tests")
+    assert proc.returncode != 0 and "needs @pytest.mark.exercise" in proc.stdout + proc.stderr
+
+
+LOOPS = '''
+import itertools
+from hypothesis import given, settings, strategies as st
+
+
+@settings(max_examples=20, deadline=None, database=None)
+@given(st.integers())
+def test_hypothesis_loop(x):
+    while True:
+        pass
+
+
+def test_fine():
+    pass
+
+
+def test_zz_c_loop():
+    sum(itertools.count())
+'''
+
+
+def test_plain_pytest_has_a_time_limit_that_kills(tmp_path):
+    """A loop in a Hypothesis test fails that one test (Hypothesis cannot swallow the alarm
+    and replay the loop); a loop inside C code is ended by the watchdog, which names it."""
+    import sys
+    import time
+
+    from tests.helpers import run
+
+    (tmp_path / "test_loops.py").write_text(LOOPS)
+    t0 = time.monotonic()
+    proc = run([sys.executable, "-m", "pytest", "-q", "-p", "no:nbval", "-p", "no:cacheprovider", "--timeout=2",
+                "test_loops.py"], cwd=tmp_path, timeout=120)
+    out = proc.stdout + proc.stderr
+    assert time.monotonic() - t0 < 90
+    assert out.startswith("F."), out[:300]  # the Hypothesis test failed, the next one ran
+    assert "Timeout (0:00:12)" in out and "in test_zz_c_loop" in out, out[-3000:]
+    assert proc.returncode != 0
