@@ -514,7 +514,7 @@ def _check_canaries_and_collection(run: Run, ws: Workspace) -> list[str]:
         if cp is None:
             if not collect_errors:
                 out.append("a grader's check test was never reported (tests were removed from the run)")
-        elif cp.outcome != "passed" and cp.contained != "timeout":
+        elif cp.outcome != "passed" and not cp.contained:  # a crash or time-out is contained, not a lie
             out.append(f"a grader's check test that must pass was reported {cp.outcome}: {cp.message[:120]}")
     # every marked test function of a file that collected must be in the collection
     collected_files: dict[str, set[str]] = {}
@@ -539,10 +539,11 @@ def _uncollected_failures(run: Run, ws: Workspace) -> list[dict]:
         key = str(rel).replace(os.sep, "/")
         if key in files or key == ws.canary_fail.split("::")[0]:
             continue
-        why = next((e for e in run.errors if key in e), run.errors[0] if run.errors else "it was not collected")
+        why = next((e for e in run.errors if key in e), run.errors[0] if run.errors else
+                   "no test of it was collected (skipped or stopped at import), so its tests count as not passed")
         for fn, ex in marked_functions(ws.path / rel).items():
             out.append({"nodeid": f"{key}::{fn}", "exercise": ex, "points": None, "given": False, "gpu": False,
-                        "outcome": "failed", "todo": None, "message": f"could not collect {key}: {_localise(why, ws.path)}",
+                        "outcome": "failed", "todo": None, "message": f"{key} was not collected: {_localise(why, ws.path)}",
                         "duration": 0.0, "skip_reason": ""})
     return out
 
