@@ -1,19 +1,18 @@
 """Stage 08 benchmark: what profiling costs, and the knee of the throughput curve, in one run.
 
-1. The profiler's own overhead. N decode steps of the default model's engine (batch 8,
-   continuous batching; a fresh engine takes over when one's requests fill the context),
-   timed two ways, interleaved, median of --repeat:
-     plain       no profiler;
-     scheduled   the whole run inside torch.profiler with the schedule the report uses
-                 (wait=1, warmup=1, active=3, repeat=1): 3 of the N steps are recorded;
-   and, for contrast, 50 steps with the profiler recording every step (always-on).
-   overhead = time / plain - 1, on this process's CPU time (time.process_time: what other
-   jobs on a shared machine steal is not counted; meaningful with --threads 1) and on the
-   wall clock. The aim: <= 2% for the scheduled profiler over a run of N = 2000 steps
-   (300 with --quick). What it costs is a fixed price per profiled window (tracing the
-   warm-up and active steps, starting and stopping the tracer, post-processing the
-   events), reported as its own row: the longer the run, the smaller its share.
-2. Decode throughput against batch size (1..64 rows, context 64) and the knee found by
+1. The profiler's own overhead, on the default model's engine (batch 8, continuous
+   batching, decoding), by this process's CPU time (time.process_time: what other jobs on a
+   shared machine steal is not counted; meaningful with --threads 1):
+     a. the fixed price of one profiled window with the schedule the report uses
+        (wait=1, warmup=1, active=3, repeat=1): 5 steps run inside the profiler minus the
+        same 5 steps without it, back to back on one engine, median of 30 pairs (6 with
+        --quick); and what that price is as a share of runs of 100 … 10000 steps;
+     b. directly: N = 1000 steps (300 with --quick) with and without the profiler around
+        the whole run, median of --repeat interleaved runs (wall clock beside: on a busy
+        machine only the CPU-time column means anything, and it is still noisier than (a));
+     c. for contrast, the profiler recording every step (always-on), 50 steps.
+   The aim: <= 2% for the scheduled profiler over a run.
+2. Decode throughput against batch size (1..256 rows, context 64) and the knee found by
    `find_knee` (doubling the batch adds < 10% throughput), timed by CPU time with
    --threads 1 (`cpu_clock_ok`), else by the wall clock.
 
@@ -64,14 +63,53 @@ def run_steps(model, n: int, mode: str) -> tuple[float, float]:
     return time.perf_counter() - w0, time.process_time() - c0
 
 
+def window_cost(model, pairs: int) -> tuple[float, float]:
+    """(median CPU s of 5 plain decode steps, median extra CPU s of the same 5 steps run as one
+    profiled window: wait 1 + warmup 1 + active 3, the profiler entered and left) over
+    `pairs` back-to-back pairs on the same engine, the order alternating."""
+    plain, extra, engine = [], [], None
+    for k in range(pairs):
+        if engine is None or len(engine.steps) > 180:
+            engine = prof.label_engine(prof.decode_engine(model, 8, prompt_len=16))
+
+        def five_plain() -> float:
+            c = time.process_time()
+            for _ in range(5):
+                engine.step()
+            return time.process_time() - c
+
+        def five_profiled() -> float:
+            c = time.process_time()
+            with profile(activities=[ProfilerActivity.CPU], schedule=schedule(**SCHEDULE)) as p:
+                for _ in range(5):
+                    engine.step()
+                    p.step()
+            return time.process_time() - c
+
+        if k % 2:
+            b, a = five_profiled(), five_plain()
+        else:
+            a, b = five_plain(), five_profiled()
+        plain.append(a)
+        extra.append(b - a)
+    return statistics.median(plain), statistics.median(extra)
+
+
 def main() -> None:
     args = bench_args("Stage 08: profiler overhead and the throughput knee")
     rep = Report("08_profiling", args, title="profiler overhead and the throughput knee")
     model, what = prof.default_model()
-    n = 300 if args.quick else 2000
+    n = 300 if args.quick else 1000
     prof._warm_profiler()
     for mode in ("plain", "scheduled", "always-on"):  # warm-up
         run_steps(model, 10, mode)
+    plain5, fixed = window_cost(model, 6 if args.quick else 30)
+    step = plain5 / 5
+    rep.add("profiled window (5 steps) - the same 5 steps plain, CPU, median of pairs", ms=1e3 * fixed,
+            ms_per_step=1e3 * step)
+    for steps in (100, 1000, 2000, 10000):
+        rep.add(f"  = overhead over a run of {steps} steps (fixed / (steps x step))",
+                cpu_overhead_pct=100 * fixed / (steps * step))
     times = {m: [] for m in ("plain", "scheduled")}
     for _ in range(args.repeat):
         for m in times:
@@ -81,14 +119,12 @@ def main() -> None:
     base = {k: statistics.median(t[k] for t in times["plain"]) for k in (0, 1)}
     for m, ts in times.items():
         wall, cpu = (statistics.median(t[k] for t in ts) for k in (0, 1))
-        rep.add(f"{n} decode steps, batch 8: {m}", wall_s=wall, cpu_s=cpu, ms_per_step=1e3 * cpu / n,
+        rep.add(f"{n} decode steps, batch 8: {m}, directly", wall_s=wall, cpu_s=cpu, ms_per_step=1e3 * cpu / n,
                 cpu_overhead_pct=100 * (cpu / base[1] - 1), wall_overhead_pct=100 * (wall / base[0] - 1))
-    fixed = statistics.median(t[1] for t in times["scheduled"]) - base[1]
-    rep.add("fixed cost of one profiled window (scheduled - plain, CPU)", ms=1e3 * fixed)
     a_cpu, p_cpu = (statistics.median(t[1] for t in ts) for ts in (always, plain_short))
     rep.add("50 decode steps, batch 8: always-on vs plain", cpu_s=a_cpu, ms_per_step=1e3 * a_cpu / 50,
             cpu_overhead_pct=100 * (a_cpu / p_cpu - 1))
-    batches = [1, 4, 16, 64] if args.quick else [1, 2, 4, 8, 16, 32, 64]
+    batches = [1, 4, 16, 64] if args.quick else [1, 2, 4, 8, 16, 32, 64, 128, 256]
     clock = time.process_time if prof.cpu_clock_ok("cpu") else time.perf_counter
     points = prof.batch_sweep(model, batches, context=64, repeat=args.repeat, warmup=args.warmup, clock=clock)
     knee = prof.find_knee([p.batch for p in points], [p.tokens_per_s for p in points], min_gain=0.1)

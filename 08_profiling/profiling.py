@@ -781,7 +781,7 @@ def collect(model: GPT | None = None, *, sections: Sequence[str] = SECTIONS, dev
     device = model.transformer.wte.weight.device
     cfg = model.config
     repeat = 3 if quick else 7
-    batches = [1, 4, 16] if quick else [1, 2, 4, 8, 16, 32, 64]
+    batches = [1, 4, 16] if quick else [1, 2, 4, 8, 16, 32, 64, 128, 256]
     big = 16 if quick else 32
     context = min(64, cfg.block_size // 2)
     cpu_clock = cpu_clock_ok(device)
