@@ -73,7 +73,7 @@ from solutions.tokenizer import EOT, ByteTokenizer
 
 __all__ = [
     "APIError", "Limits", "GenerationRequest", "CHAT_TEMPLATE", "render_chat", "parse_request",
-    "Ticket", "AdmissionControl", "blocks_needed", "deadline_reason", "until_disconnected",
+    "Ticket", "AdmissionControl", "blocks_needed", "deadline_reason", "until_disconnected", "stream_closed",
     "TokenStream", "sse", "Detokenizer", "LOG_KEYS", "request_log", "Metrics",
     "ServerConfig", "ServerState", "EngineLoop", "build_app", "make_engine", "ServerHandle",
     "serve_in_thread", "main", "demo",
@@ -280,6 +280,30 @@ async def until_disconnected(request: HTTPRequest, poll_s: float = 0.02) -> None
     `request.is_disconnected()` every `poll_s` seconds). The handler races this against
     the answer: if it wins, the request is aborted (see `ServerState.abort`)."""
     raise NotImplementedError('Exercise 7.4: Cancellation on client disconnect — see 07_serving.ipynb')
+
+
+def stream_closed(state: "ServerState", job: "Job", finished: int) -> None:
+    """A streaming response has ended, however it ended: `finished` of the job's
+    `job.gen.n` choices had finished. Fewer means the client went away (Starlette cancels
+    the response's generator when it sees `http.disconnect`) or the stream was cut: abort
+    the job (`state.abort(job, "disconnect")`), so its blocks are free before the next step."""
+    raise NotImplementedError('Exercise 7.4: Cancellation on client disconnect — see 07_serving.ipynb')
+
+
+@contextlib.contextmanager
+def _todo_tolerated(exercise: str):
+    """Given code calling an exercise the server can live without (admission, metrics,
+    disconnect detection): while it is still a stub, log the TODO once and go on, so the
+    other exercises' tests can pass."""
+    try:
+        yield
+    except NotImplementedError as e:
+        if exercise not in _TODO_LOGGED:
+            _TODO_LOGGED.add(exercise)
+            log.warning("TODO, skipped for now: %s", e)
+
+
+_TODO_LOGGED: set[str] = set()
 
 
 # ---- 7.5 the streaming bridge --------------------------------------------------------------------
@@ -638,8 +662,7 @@ class EngineLoop:
             if rest:
                 job.stream.put(("delta", seq.index, rest))
             job.stream.put(("finish", seq.index, reason, len(r.prompt), len(r.output)))
-        line = request_log(r, reason)
-        self.state.record(line, r)
+        self.state.record(r, reason)
         forget(self.engine, r.request_id)
         if not any(s.request.request_id in self.seqs for s in job.seqs.values()):
             self._close(job)
@@ -648,7 +671,8 @@ class EngineLoop:
         self.jobs.pop(job.id, None)
         if not job.done:
             job.done = True
-            self.state.admission.release(job.ticket)
+            with _todo_tolerated("7.2"):
+                self.state.admission.release(job.ticket)
             # a handler normally forgets its job itself; this covers one whose client left
             # before its response even started
             with contextlib.suppress(RuntimeError):
@@ -725,17 +749,23 @@ class ServerState:
         self._log_file = open(config.request_log, "a", encoding="utf-8") if config.request_log else None
         self._log_lock = threading.Lock()
 
-    def record(self, line: dict, request: Request) -> None:
+    def record(self, request: Request, reason: str | None) -> None:
         """Engine thread: one finished sequence -> log line (logger + JSONL file) + metrics."""
-        self.metrics.observe_finished(line, request)
-        text = json.dumps(line)
-        log.info(text)
+        line = {"request_id": request.request_id, "prompt_tokens": len(request.prompt),
+                "output_tokens": len(request.output), "finish_reason": reason}  # if 7.6 is still a stub
+        with _todo_tolerated("7.6"):
+            line = request_log(request, reason)
+            text = json.dumps(line)
+            log.info(text)
+            if self._log_file is not None:
+                with self._log_lock:
+                    self._log_file.write(text + "\n")
+                    self._log_file.flush()
         with self._log_lock:
             self.finished_lines.append(line)
             del self.finished_lines[:-1000]
-            if self._log_file is not None:
-                self._log_file.write(text + "\n")
-                self._log_file.flush()
+        with _todo_tolerated("7.6"):
+            self.metrics.observe_finished(line, request)
 
     def close(self) -> None:
         self.loop.stop()
@@ -809,25 +839,28 @@ async def _stream_events(state: ServerState, job: Job, first: list[tuple]) -> As
                 return
             events = await job.stream.get_batch()
     finally:
-        raise NotImplementedError('Exercise 7.4: Cancellation on client disconnect — see 07_serving.ipynb')
+        with _todo_tolerated("7.4"):
+            stream_closed(state, job, len(finished))
         state.jobs.pop(job.id, None)
 
 
-async def _first_events(request: HTTPRequest, state: ServerState, job: Job) -> list[tuple] | None:
-    """Wait for the job's first events, or for its client to go away (then abort: None)."""
-    get = asyncio.ensure_future(job.stream.get_batch())
-    gone = asyncio.ensure_future(until_disconnected(request))
+async def _until_gone(request: HTTPRequest) -> None:
+    """`until_disconnected`; while that is still a stub, never (no disconnect detection)."""
     try:
-        await asyncio.wait({get, gone}, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        gone.cancel()
-        if not get.done():
-            get.cancel()
-    if get.done() and not get.cancelled():
+        await until_disconnected(request)
+    except NotImplementedError as e:
+        with _todo_tolerated("7.4"):
+            raise e
+        await asyncio.Event().wait()
+
+
+async def _next_events(job: Job, gone: asyncio.Future) -> list[tuple] | None:
+    """The job's next events, or None if its client went away first (`gone` finished)."""
+    get = asyncio.ensure_future(job.stream.get_batch())
+    await asyncio.wait({get, gone}, return_when=asyncio.FIRST_COMPLETED)
+    if get.done():
         return get.result()
-    if gone.done() and not gone.cancelled() and gone.exception() is not None:
-        raise gone.exception()
-    state.abort(job, "disconnect")
+    get.cancel()
     return None
 
 
@@ -838,16 +871,20 @@ async def _generate(request: HTTPRequest, state: ServerState, kind: str) -> Resp
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise _bad(f"the request body is not valid JSON: {e}", code="invalid_json") from None
     gen = parse_request(body, kind, state.limits, state.tokenizer)
-    ticket = state.admission.admit(len(gen.prompt_ids), gen.max_tokens, gen.n)
+    ticket = Ticket(0, 0, released=True)  # what a stub admission control admits: everything
+    with _todo_tolerated("7.2"):
+        ticket = state.admission.admit(len(gen.prompt_ids), gen.max_tokens, gen.n)
     prefix = "cmpl" if kind == "completion" else "chatcmpl"
     job = Job(f"{prefix}-{uuid.uuid4().hex[:24]}", gen, TokenStream(asyncio.get_running_loop()), ticket,
               arrival=state.engine.clock())
     state.jobs[job.id] = job
     state.loop.submit(("add", job))
     streaming = False
+    gone = asyncio.ensure_future(_until_gone(request))
     try:
-        first = await _first_events(request, state, job)
+        first = await _next_events(job, gone)
         if first is None:  # the client left before anything came back
+            state.abort(job, "disconnect")
             return Response(status_code=499)
         if first[0][0] == "error":  # nothing was sent yet: a real HTTP status
             return first[0][1].response()
@@ -855,38 +892,32 @@ async def _generate(request: HTTPRequest, state: ServerState, kind: str) -> Resp
             streaming = True
             return StreamingResponse(_stream_events(state, job, first), media_type="text/event-stream",
                                      headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
-        return await _collect(request, state, job, first)
+        return await _collect(state, job, first, gone)
     finally:
+        gone.cancel()  # a stream's disconnects are Starlette's to see from here on
         if not streaming:
             state.jobs.pop(job.id, None)
 
 
-async def _collect(request: HTTPRequest, state: ServerState, job: Job, events: list[tuple]) -> Response:
+async def _collect(state: ServerState, job: Job, events: list[tuple], gone: asyncio.Future) -> Response:
     """A non-streaming answer: gather every choice's text, racing the client's departure."""
     g = job.gen
     texts = [""] * g.n
     finished: dict[int, tuple[str, int, int]] = {}
-    gone = asyncio.ensure_future(until_disconnected(request))
-    try:
-        while True:
-            for ev in events:
-                if ev[0] == "error":
-                    return ev[1].response()
-                if ev[0] == "delta":
-                    texts[ev[1]] += ev[2]
-                else:
-                    finished[ev[1]] = (ev[2], ev[3], ev[4])
-            if len(finished) == g.n:
-                break
-            get = asyncio.ensure_future(job.stream.get_batch())
-            await asyncio.wait({get, gone}, return_when=asyncio.FIRST_COMPLETED)
-            if not get.done():
-                get.cancel()
-                state.abort(job, "disconnect")
-                return Response(status_code=499)
-            events = get.result()
-    finally:
-        gone.cancel()
+    while True:
+        for ev in events:
+            if ev[0] == "error":
+                return ev[1].response()
+            if ev[0] == "delta":
+                texts[ev[1]] += ev[2]
+            else:
+                finished[ev[1]] = (ev[2], ev[3], ev[4])
+        if len(finished) == g.n:
+            break
+        events = await _next_events(job, gone)
+        if events is None:
+            state.abort(job, "disconnect")
+            return Response(status_code=499)
     prompt = next(iter(finished.values()))[1]
     usage = _usage(prompt, sum(c for _, _, c in finished.values()))
     if g.kind == "completion":
