@@ -107,7 +107,7 @@ def _data(folder):
 
 
 @pytest.mark.exercise("3.11")
-def test_cli_writes_under_the_run_folder_unless_told(tmp_path, monkeypatch, capsys):
+def test_cli_writes_under_the_run_folder_unless_told(tmp_path, monkeypatch, capsys, one_thread):
     monkeypatch.setattr(train, "RUNS_DIR", tmp_path / "runs")
     stamp = DEFAULT_WEIGHTS.stat().st_mtime_ns
     assert train.main(["--preset", "tiny", "--data", str(_data(tmp_path)), "--steps", "2", "--no-progress"]) == 0
