@@ -179,7 +179,7 @@ def main() -> None:
     def extra(p):
         p.add_argument("--requests", type=int, default=160, help="requests per load run")
         p.add_argument("--num-blocks", type=int, default=64, help="the server's KV pool, blocks of 16 tokens")
-        p.add_argument("--max-queue-tokens", type=int, default=256, help="admission: queue bound beyond memory")
+        p.add_argument("--max-queue-tokens", type=int, default=0, help="admission: queue bound beyond memory")
         p.add_argument("--ttft-target-ms", type=float, default=None, help="goodput target (default 5x idle)")
         p.add_argument("--factors", default="0.25,0.5,1,1.5,2", help="rates, as multiples of saturation")
 

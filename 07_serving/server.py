@@ -1206,6 +1206,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     torch.set_num_threads(args.threads)
+    # The engine thread and the event loop share one interpreter lock; by default a thread
+    # waiting for it may wait 5 ms, a whole decode step here. Hand it over more often.
+    sys.setswitchinterval(0.0005)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     config = ServerConfig(api_key=args.api_key, max_queue_tokens=args.max_queue_tokens,
                           first_token_timeout_s=args.first_token_timeout, timeout_s=args.timeout,
