@@ -14,6 +14,7 @@ earlier report (its `report.md`) and nothing else of the learner's.
 
 from __future__ import annotations
 
+import os
 import shutil
 import sys
 import tempfile
@@ -119,6 +120,9 @@ def run(args) -> int:
     if args.threads is not None:
         torch.set_num_threads(args.threads)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
+    umask = os.umask(0)
+    os.umask(umask)
+    tmp.chmod(0o777 & ~umask)  # mkdtemp makes it private; the report is an ordinary folder
     t0 = time.perf_counter()
     try:
         data = prof.collect(sections=sections, device=device, quick=args.quick,

@@ -1151,6 +1151,7 @@ def write_report(data: dict, out_dir: str | Path) -> Path:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import matplotlib.ticker
 
     env, m = data["environment"], data["model"]
     md = [f"# Profile of the serving stack on {env['device']} ({env['device_name']})", "",
@@ -1193,15 +1194,19 @@ def write_report(data: dict, out_dir: str | Path) -> Path:
         fig, ax = plt.subplots(figsize=(6.4, 3.8))
         ax.plot([p["batch"] for p in pts], [p["tokens_per_s"] for p in pts], "o-", label="tokens/s")
         ax.set_xscale("log", base=2)
+        ax.set_xticks([p["batch"] for p in pts], [str(p["batch"]) for p in pts])
+        ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
         ax.set_xlabel("batch size (decode rows)")
         ax.set_ylabel("decode tokens/s")
         ax2 = ax.twinx()
         ax2.plot([p["batch"] for p in pts], [1e3 * p["step_s"] for p in pts], "s--", color="tab:orange",
-                 label="step latency (ms)")
+                 label="ms per step")
         ax2.set_ylabel("ms per step (= per token per row)")
         if knee:
             ax.axvline(knee["batch"], color="grey", ls=":", label=f"knee: batch {knee['batch']}")
-        ax.legend(loc="upper left", fontsize=8)
+        handles = ax.get_legend_handles_labels()
+        more = ax2.get_legend_handles_labels()
+        ax.legend(handles[0] + more[0], handles[1] + more[1], loc="upper left", fontsize=8)
         ax.set_title(f"decode throughput vs batch (context {sw['context']})")
         fig.tight_layout()
         fig.savefig(out / "sweep.png", dpi=110)
@@ -1234,7 +1239,7 @@ def write_report(data: dict, out_dir: str | Path) -> Path:
         lat = data["latency"]
         bd = lat["breakdown"]
         phases = ("queue", "prefill", "decode")
-        fig, ax = plt.subplots(figsize=(6.4, 1.8))
+        fig, ax = plt.subplots(figsize=(6.4, 2.0))
         left = 0.0
         for ph, color in zip(phases, ("tab:grey", "tab:blue", "tab:green")):
             ax.barh([0], [bd[ph]["share"]], left=left, color=color, label=f"{ph} {bd[ph]['share']:.0%}")
@@ -1242,7 +1247,7 @@ def write_report(data: dict, out_dir: str | Path) -> Path:
         ax.set_xlim(0, 1)
         ax.set_yticks([])
         ax.set_xlabel("share of end-to-end time, all requests")
-        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.45), ncol=3, fontsize=8)
+        ax.legend(loc="lower center", bbox_to_anchor=(0.5, 1.02), ncol=3, fontsize=8, frameon=False)
         fig.tight_layout()
         fig.savefig(out / "latency.png", dpi=110)
         plt.close(fig)
