@@ -247,6 +247,8 @@ def _first_line(report: pytest.TestReport) -> str:
     `course.feedback.summarize`; an `np.testing` message starts with a blank line)."""
     from course.feedback import summarize_text
 
+    if report.skipped and isinstance(report.longrepr, tuple) and len(report.longrepr) == 3:
+        return str(report.longrepr[2])  # (path, line, "Skipped: why")
     crash = getattr(report.longrepr, "reprcrash", None)
     if crash is not None:
         return summarize_text(str(crash.message)) if str(crash.message).strip() else "failed"
@@ -283,7 +285,10 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
             "exercise": ex,
             "points": (m.kwargs.get("points") if m is not None else None),
             "given": item.get_closest_marker("given") is not None,
+            "gpu": item.get_closest_marker("gpu") is not None,  # as the events carry: same scoring
             "outcome": report.outcome,  # passed / failed / skipped
+            "skip_reason": (str(report.longrepr[2]) if report.skipped and isinstance(report.longrepr, tuple)
+                            and len(report.longrepr) == 3 else ""),
             "todo": todo,
             "message": "" if report.passed else (f"TODO: {todo}" if todo else _first_line(report)),
             "duration": round(report.duration, 4),
