@@ -238,6 +238,9 @@ def outcomes(tmp_path_factory) -> dict[str, tuple[int, str]]:
             for job in jobs}
 
 
+# The first test pays for the whole run (the module fixture): about a minute on 2 idle cores,
+# a few on a busy machine; more than pytest's default per-test limit allows.
+@pytest.mark.timeout(900)
 @pytest.mark.parametrize("mut", [pytest.param(m, id=m.id) for m in MUTATIONS])
 def test_mutation_is_caught(mut: Mutation, outcomes):
     st = _stage(mut.module)
