@@ -9,10 +9,13 @@ failing test (exit status 1), not a collection error, and not a TODO (that would
 real stub was loaded instead of the mutant).
 
 The bugs are the ones a learner writes (off-by-one bounds, a wrong axis, a step done at the
-wrong time), and the six that issue 14 found surviving the stage tests. When a solution is
+wrong time), among them those that issue 14 found surviving the stage tests (temperature
+after the nucleus, DDP synchronised on the first micro-batch, no evaluation after the last
+step, admission in a step that preempted, quality bounds off by one, a batched matmul whose
+second operand broadcasts, bits per byte counting end-of-text). When a solution is
 rewritten so that a snippet no longer occurs, update the snippet here, keeping the bug.
-Only the test files that should catch a bug run, with `-x`: the whole check takes about a
-minute on 2 cores.
+Only the tests that should catch a bug run, with `-x`: the whole check costs about 40 s of
+CPU (the DDP run, two processes, is most of it); wall time grows with the machine's load.
 """
 from __future__ import annotations
 
