@@ -643,7 +643,18 @@ class PagedEngine(Engine):
             more.append(hash_block(more[-1] if more else None, tokens[i * bs:(i + 1) * bs]))
         return more
 
-    def _tokens_needed(self, request: Request) -> int:
+    def _holders(self) -> dict[int, int]:
+        """How many rows that will run (the running requests, a fixed batch's dead rows)
+        hold each block. The victims of a preemption have left `running` already: their
+        blocks are freed before the step runs."""
+        counts: dict[int, int] = {}
+        for r in (*self.scheduler.running, *self.dead_rows):
+            if r.slot is not None:
+                for b in self.cache.tables[r.slot]:
+                    counts[b] = counts.get(b, 0) + 1
+        return counts
+
+    def _tokens_needed(self, request: Request, holders: dict[int, int] | None = None) -> int:
         raise NotImplementedError('Exercise 6.8: The engine on paged memory — see 06_paged_attention.ipynb')
 
     def _tokens_held(self) -> int:

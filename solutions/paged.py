@@ -835,7 +835,18 @@ class PagedEngine(Engine):
             more.append(hash_block(more[-1] if more else None, tokens[i * bs:(i + 1) * bs]))
         return more
 
-    def _tokens_needed(self, request: Request) -> int:
+    def _holders(self) -> dict[int, int]:
+        """How many rows that will run (the running requests, a fixed batch's dead rows)
+        hold each block. The victims of a preemption have left `running` already: their
+        blocks are freed before the step runs."""
+        counts: dict[int, int] = {}
+        for r in (*self.scheduler.running, *self.dead_rows):
+            if r.slot is not None:
+                for b in self.cache.tables[r.slot]:
+                    counts[b] = counts.get(b, 0) + 1
+        return counts
+
+    def _tokens_needed(self, request: Request, holders: dict[int, int] | None = None) -> int:
         # BEGIN SOLUTION 6.8
         bs = self.block_size
         blocks = blocks_needed(self._sched_tokens_needed(request), bs)
@@ -847,18 +858,18 @@ class PagedEngine(Engine):
         table = self.cache.tables[request.slot]
         extra = max(0, blocks - len(table))
         i = request.num_computed // bs
-        if request.num_pending and i < len(table) and self.allocator.ref_counts[table[i]] > 1:
-            extra += 1  # it will write into a shared block: copy-on-write
+        if request.num_pending and i < len(table):
+            holders = self._holders() if holders is None else holders
+            if holders.get(table[i], 0) > 1:
+                extra += 1  # it will write into a block it shares: copy-on-write
         return extra * bs
         # END SOLUTION
 
     def _tokens_held(self) -> int:
         # BEGIN SOLUTION 6.8
-        held: set[int] = set()
-        for r in self.scheduler.running:
-            if r.slot is not None:
-                held.update(self.cache.tables[r.slot])
-        return len(held) * self.block_size + sum(self._tokens_needed(r) for r in self.scheduler.running)
+        holders = self._holders()
+        return (len(holders) * self.block_size
+                + sum(self._tokens_needed(r, holders) for r in self.scheduler.running))
         # END SOLUTION
 
     def _acquire(self, request: Request) -> None:

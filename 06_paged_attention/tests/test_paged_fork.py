@@ -134,3 +134,17 @@ def test_add_forked_bad_arguments(model):
         e.add_forked(Request([1, 2], 3, request_id="x"), 2)
     with pytest.raises(TypeError):
         e.add_forked("hello", 2)
+
+
+def test_a_full_pool_preempts_a_fork_instead_of_failing_its_copy(model, alone):
+    """Two samples of a 6-token prompt in a 2-block pool: after the fork both want to write
+    into the shared half-full block and no block is free for the copy. The scheduler must
+    have charged that copy (and preempt one sample), not let the step fail."""
+    e = p.PagedEngine(model, ContinuousBatching(2), block_size=4, num_blocks=2)
+    kids = e.add_forked(Request(tuple(range(60, 66)), 2, sampling=SamplingParams(temperature=1.0, seed=3)), 2)
+    while e.has_unfinished():
+        e.step()
+    assert e.num_preemptions >= 1
+    for k in kids:
+        assert k.output == alone(k.prompt, 2, k.sampling)[0]
+    assert e.allocator.num_free_blocks == 2
