@@ -149,12 +149,13 @@ def test_lsh_params_small_brute_force():
         b, r = dd.lsh_params(threshold, num_perm, weights)
         assert b * r <= num_perm
         s = np.linspace(0, 1, 20001)
+        trapezoid = getattr(np, "trapezoid", None) or np.trapz  # NumPy < 2 has only trapz
         best = None
         for bb in range(1, num_perm + 1):
             for rr in range(1, num_perm // bb + 1):
                 p = 1 - (1 - s ** rr) ** bb
-                fp = np.trapezoid(np.where(s <= threshold, p, 0), s)
-                fn = np.trapezoid(np.where(s >= threshold, 1 - p, 0), s)
+                fp = trapezoid(np.where(s <= threshold, p, 0), s)
+                fn = trapezoid(np.where(s >= threshold, 1 - p, 0), s)
                 err = weights[0] * fp + weights[1] * fn
                 if best is None or err < best[0] - 1e-9:
                     best = (err, bb, rr)
