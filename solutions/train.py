@@ -593,9 +593,10 @@ def save_training_state(path: str | Path, *, model: nn.Module, optimizer: torch.
     from DDP), the optimizer's state (AdamW's moments and step counts), both random number
     generators the loop draws from (torch's global one, used by dropout, and `data_rng`,
     which picks the windows: the data position), the history so far, and the config.
-    Build that dict as `state`; the given `save_checked` writes it with a checksum of its
-    contents to a temporary file and `os.replace`s it onto `path`, so a crash while
-    saving never leaves a torn checkpoint where the last good one was.
+    Build that dict as `state`, keyed by `TRAINING_STATE_KEYS` (the generators under
+    "rng" as {"torch": ..., "data": ...}); the given `save_checked` writes it with a
+    checksum of its contents to a temporary file and `os.replace`s it onto `path`, so a
+    crash while saving never leaves a torn checkpoint where the last good one was.
     """
     path = Path(path)
     # BEGIN SOLUTION 3.11
