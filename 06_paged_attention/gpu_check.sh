@@ -18,9 +18,9 @@ if ! python3 -m pip install -q --no-deps --no-build-isolation -e . >"$OUT/pip.lo
 fi
 python3 -c "import sys, torch, triton; print('python', sys.version.split()[0], 'torch', torch.__version__, 'triton', triton.__version__, torch.cuda.get_device_name() if torch.cuda.is_available() else 'NO CUDA')" 2>&1 | tee "$OUT/versions.txt"
 set -o pipefail
-timeout 200 python3 -m pytest "${PLUGIN[@]}" --impl solution -q -p no:cacheprovider -m gpu -rs \
+timeout 100 python3 -m pytest "${PLUGIN[@]}" --impl solution -q -p no:cacheprovider -m gpu -rs \
   06_paged_attention/tests 2>&1 | tee "$OUT/gpu_tests.txt"
 echo "gpu tests exit: $?"
-timeout 150 python3 06_paged_attention/bench.py --parts gpu --repeat 5 --json "$OUT/bench_gpu.json" 2>&1 \
+timeout 75 python3 06_paged_attention/bench.py --parts gpu --repeat 3 --json "$OUT/bench_gpu.json" 2>&1 \
   | tee "$OUT/bench_gpu.txt"
 echo "bench exit: $?"
