@@ -155,10 +155,12 @@ def atomic_write(path: str | Path, mode: str = "w", **open_kwargs) -> Iterator:
 
     `with atomic_write(p) as f: f.write(...)`: readers see the old file or the whole new
     one, never a half-written one. `mode` is "w" or "wb"; text defaults to UTF-8 and "\\n".
+    Temporary files that a killed writer left in the folder are removed first.
     """
     if mode not in ("w", "wb"):
         raise ValueError(f"mode must be 'w' or 'wb', got {mode!r}")
     path = Path(path)
+    remove_stale_partials(path.parent)  # what a killed writer left here
     if mode == "w":
         open_kwargs.setdefault("encoding", "utf-8")
         open_kwargs.setdefault("newline", "\n")
