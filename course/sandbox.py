@@ -10,11 +10,17 @@
 - **Not as root**: the child runs as the grader's own user. Everything below still holds
   except the file permissions; the grader says so (`Sandbox.note`) and the README's threat
   model explains what that leaves open.
-- Always: resource limits (CPU seconds, address space, file size, no core dumps, and a
-  process count when the user id is the sandbox's own), a new session (process group) per
+- Always: resource limits (address space, file size, no core dumps, and a process count
+  when the user id is the sandbox's own), a new session (process group) per
   child, killed as a whole after the run, and the grader registers as a *child subreaper*
   (Linux), so an orphan that double-forks out of the group is re-parented to the grader,
   which kills it too.
+
+CPU time is bounded by the parent's wall-clock limit per test (it kills the process group),
+not by RLIMIT_CPU: on Linux a process-wide CPU limit arms a CPU timer, and while one is
+armed the kernel reports the process's CPU clock (`time.process_time`) at scheduler-tick
+resolution (4 ms), which breaks the course's own CPU-time measurements (stage 08).
+`Sandbox.cpu_seconds` sets one anyway for callers who want it.
 """
 
 from __future__ import annotations
@@ -30,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 UID_RANGE = range(61000, 62000)  # where the sandbox's user id is looked for
-CPU_SECONDS = 3600  # a backstop: the parent's per-test wall-clock limit comes first
+CPU_SECONDS = None  # see the module docstring: no RLIMIT_CPU by default
 FILE_BYTES = 1 << 30  # 1 GiB: no single file may grow larger (a runaway log)
 NPROC = 2048  # processes + threads of the sandbox user (torch starts a thread per core)
 _PR_SET_CHILD_SUBREAPER = 36
@@ -113,7 +119,7 @@ class Sandbox:
 
     uid: int | None = None  # None: the grader's own user
     memory: int = field(default_factory=_default_memory)
-    cpu_seconds: int = CPU_SECONDS
+    cpu_seconds: int | None = CPU_SECONDS
     home: Path | None = None  # a private HOME / TMPDIR for the child
     note: str = ""  # what this sandbox does not do, said once to the instructor
     subreaper: bool = False
@@ -165,7 +171,8 @@ class Sandbox:
                 pass
 
         cap(resource.RLIMIT_CORE, 0)
-        cap(resource.RLIMIT_CPU, self.cpu_seconds)
+        if self.cpu_seconds:
+            cap(resource.RLIMIT_CPU, self.cpu_seconds)
         cap(resource.RLIMIT_AS, self.memory)
         cap(resource.RLIMIT_FSIZE, FILE_BYTES)
         if self.uid is not None:
