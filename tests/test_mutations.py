@@ -89,7 +89,7 @@ MUTATIONS = (
     M("03-ddp-sync-on-the-first-micro-batch", "train",
       "with grad_sync(model, enabled=i == n - 1):",
       "with grad_sync(model, enabled=i == 0):",
-      ("tests/test_train_ddp_accumulation.py",)),
+      ("tests/test_train_ddp.py::test_two_processes_match_one_process_with_twice_the_accumulation",)),
     M("03-engine-loop-no-eval-after-the-last-step", "train",
       "if (step + 1) % eval_every == 0 or step + 1 == steps:",
       "if (step + 1) % eval_every == 0:",

@@ -4,6 +4,10 @@ Two processes with gradient accumulation A must give the loss curve of one proce
 accumulation 2A: both see the same global batch and average the same gradients; only the
 order of floating-point additions differs (all-reduce vs local sums). Tolerance: 1e-4
 absolute on losses of about 2-6 nats after 8 AdamW steps in float32.
+
+A = 2, not 1: with one micro-batch the first is the last, so a step that all-reduces on the
+FIRST micro-batch (`grad_sync(model, i == 0)`, leaving the later ones' gradients local to
+each process) would pass. With two, only the sync on the last micro-batch matches.
 """
 from __future__ import annotations
 
@@ -62,20 +66,22 @@ def test_two_processes_match_one_process_with_twice_the_accumulation(tmp_path):
     steps = 8
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
            train.__file__, "--preset", "tiny", "--data", str(tmp_path), "--steps", str(steps),
-           "--grad-accum", "1", "--history", str(tmp_path / "ddp.json"), "--out", str(tmp_path / "ddp.pt"),
+           "--grad-accum", "2", "--history", str(tmp_path / "ddp.json"), "--out", str(tmp_path / "ddp.pt"),
            "--no-progress", "--threads", "1"]
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=150, env=env)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     ddp = json.loads((tmp_path / "ddp.json").read_text())
 
-    cfg = replace(train.PRESETS["tiny"], steps=steps, grad_accum=2)
+    cfg = replace(train.PRESETS["tiny"], steps=steps, grad_accum=4)
     tokens = train.load_tokens(tmp_path / "train.jsonl"), train.load_tokens(tmp_path / "val.jsonl")
     _, single = train.train(cfg, *tokens, progress=False)
 
     assert ddp["step"] == single["step"] == list(range(1, steps + 1))
     assert ddp["tokens"] == single["tokens"]  # the same global batch size
     diffs = [abs(a - b) for a, b in zip(ddp["loss"], single["loss"])]
-    assert max(diffs) < TOLERANCE, list(zip(ddp["loss"], single["loss"]))
+    assert max(diffs) < TOLERANCE, (
+        "2 processes x 2 micro-batches must match 1 process x 4 (all-reduce once, on the LAST "
+        f"micro-batch); losses (ddp, single): {list(zip(ddp['loss'], single['loss']))}")
     assert abs(ddp["val_loss"][-1] - single["val_loss"][-1]) < TOLERANCE
     assert single["loss"][-1] < single["loss"][0]  # and it trained
