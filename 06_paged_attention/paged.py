@@ -633,6 +633,8 @@ class PagedEngine(Engine):
     def _hashes_for(self, request: Request) -> list[bytes]:
         """Chained hashes of the full blocks of everything the request knows (prompt +
         output: a preempted request finds its own output blocks again)."""
+        if not self.enable_prefix_caching:
+            return []
         hashes = self._prompt_hashes(request)
         n = request.num_tokens // self.block_size
         if len(hashes) >= n:
@@ -814,20 +816,22 @@ def _demo() -> None:
         result = replay(engine, trace, sleep=clock.sleep, step_time=0.01)
         runs[name] = (engine, result, peak, time.perf_counter() - t0)
     base = [r.output for r in runs["stage 05 contiguous"][1].requests]
+    contiguous = runs["stage 05 contiguous"][0]
+    print(f"KV memory: stage 05 reserves 8 rows x {contiguous.max_len} positions = "
+          f"{8 * contiguous.max_len} tokens; the paged engines get 48 blocks x 16 = 768 tokens\n")
     for name, (engine, result, peak, secs) in runs.items():
         util = peak["filled"] / max(1, peak["slots"])
-        line = f"{name:>24}: {secs:5.2f} s, peak running {peak['running']}, KV slots holding real tokens {util:4.0%}"
+        line = (f"{name:>24}: {secs:5.2f} s, peak running {peak['running']}, "
+                f"allocated KV slots holding real tokens {util:4.0%}")
         if isinstance(engine, PagedEngine):
             prefill = sum(s.prefill_tokens for s in engine.steps)
-            line += (f", peak KV usage {peak['usage']:4.0%} of {engine.allocator.num_blocks} blocks, "
-                     f"prefill tokens {prefill}")
+            line += (f"\n{'':>26}peak KV usage {peak['usage']:4.0%} of {engine.allocator.num_blocks} blocks, "
+                     f"{engine.num_preemptions} preemptions, prefill tokens computed {prefill}")
             if engine.enable_prefix_caching:
-                line += f", prefix hits {engine.prefix_hits}/{engine.prefix_queries} tokens"
+                line += (f", prefix-cache hits {engine.prefix_hits}/{engine.prefix_queries} tokens "
+                         f"({engine.prefix_hits / max(1, engine.prefix_queries):.0%})")
         print(line)
-        if [r.output for r in result.requests] != base:
-            print("   (outputs differ from stage 05's!)")
-    print(f"\nevery engine gave every request the same tokens: "
-          f"{all([r.output for r in res.requests] == base for _, res, _, _ in runs.values())}")
+    same = all([r.output for r in res.requests] == base for _, res, _, _ in runs.values())
     alone = generate(model, [list(trace.requests[0].prompt)], 24).tokens[0]
-    print(f"request 0 alone (stage 04 generate) matches: {runs['paged + prefix cache'][1].requests[0].output == alone}")
-    print(f"request 0: {tok.decode(list(trace.requests[0].prompt[len(system):]) + alone)!r}")
+    print(f"\nevery engine gave every request the same tokens: {same}; "
+          f"request 0 equals stage 04's generate alone: {runs['paged + prefix cache'][1].requests[0].output == alone}")
