@@ -26,7 +26,6 @@ import sys
 import time
 from pathlib import Path
 
-import torch
 from torch.profiler import ProfilerActivity, profile, schedule
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from anywhere in the repo

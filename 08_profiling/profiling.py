@@ -44,7 +44,7 @@ import bisect
 import json
 import math
 import os
-import re
+import platform
 import statistics
 import time
 import tracemalloc
@@ -67,7 +67,7 @@ __all__ = [
     "label_engine", "decode_engine", "OpStat", "EngineProfile", "profile_engine",
     "nbytes", "kv_pool_bytes", "rss_bytes", "peak_step_memory", "MemoryBreakdown", "memory_breakdown",
     "decode_step_fn", "prefill_chunk_fn", "SweepPoint", "batch_sweep", "Knee", "find_knee",
-    "Cost", "step_cost", "Peak", "measure_peak_flops", "measure_peak_bandwidth", "RooflinePoint", "classify",
+    "Cost", "weight_count", "step_cost", "Peak", "measure_peak_flops", "measure_peak_bandwidth", "RooflinePoint", "classify",
     "plot_roofline", "LOG_KEYS", "RequestLog", "parse_request_log", "record_from_request", "parse_metrics",
     "latency_breakdown", "Recommendation", "recommend", "SECTIONS", "cpu_sleep", "cpu_clock_ok", "collect", "write_report", "demo",
 ]
@@ -81,7 +81,8 @@ def _device_of(device) -> torch.device:
 
 @dataclass(frozen=True)
 class Timing:
-    """Seconds per call over `repeat` timed runs: their median, and every run's time."""
+    """Seconds per call over `repeat` timed runs: their median, and every run's time;
+    `synchronized`: whether a device (or a given `sync`) was waited for around each run."""
 
     median: float
     times: tuple[float, ...]
@@ -788,7 +789,7 @@ def collect(model: GPT | None = None, *, sections: Sequence[str] = SECTIONS, dev
     clock = time.process_time if cpu_clock else time.perf_counter
     data: dict = {
         "environment": {"device": str(device), "device_name": (torch.cuda.get_device_name(device)
-                                                               if device.type == "cuda" else os.uname().machine),
+                                                               if device.type == "cuda" else platform.machine()),
                         "torch": torch.__version__, "threads": torch.get_num_threads(), "quick": quick,
                         "engine": ServingEngine.__name__,
                         "clock": "process CPU time" if cpu_clock else "wall clock"},

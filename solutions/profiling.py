@@ -42,7 +42,7 @@ import bisect
 import json
 import math
 import os
-import re
+import platform
 import statistics
 import time
 import tracemalloc
@@ -65,7 +65,7 @@ __all__ = [
     "label_engine", "decode_engine", "OpStat", "EngineProfile", "profile_engine",
     "nbytes", "kv_pool_bytes", "rss_bytes", "peak_step_memory", "MemoryBreakdown", "memory_breakdown",
     "decode_step_fn", "prefill_chunk_fn", "SweepPoint", "batch_sweep", "Knee", "find_knee",
-    "Cost", "step_cost", "Peak", "measure_peak_flops", "measure_peak_bandwidth", "RooflinePoint", "classify",
+    "Cost", "weight_count", "step_cost", "Peak", "measure_peak_flops", "measure_peak_bandwidth", "RooflinePoint", "classify",
     "plot_roofline", "LOG_KEYS", "RequestLog", "parse_request_log", "record_from_request", "parse_metrics",
     "latency_breakdown", "Recommendation", "recommend", "SECTIONS", "cpu_sleep", "cpu_clock_ok", "collect", "write_report", "demo",
 ]
@@ -79,7 +79,8 @@ def _device_of(device) -> torch.device:
 
 @dataclass(frozen=True)
 class Timing:
-    """Seconds per call over `repeat` timed runs: their median, and every run's time."""
+    """Seconds per call over `repeat` timed runs: their median, and every run's time;
+    `synchronized`: whether a device (or a given `sync`) was waited for around each run."""
 
     median: float
     times: tuple[float, ...]
@@ -132,6 +133,7 @@ def time_fn(fn: Callable[[], object], *, warmup: int = 2, repeat: int = 7, numbe
         raise TypeError(f"fn must be callable, got {type(fn).__name__}")
     # BEGIN SOLUTION 8.1
     device = _device_of(device)
+    synchronized = sync is not None or device.type in ("cuda", "mps")
     if sync is None:
         sync = lambda: synchronize(device)  # noqa: E731
     for _ in range(warmup):
@@ -145,7 +147,7 @@ def time_fn(fn: Callable[[], object], *, warmup: int = 2, repeat: int = 7, numbe
             fn()
         sync()
         times.append((clock() - t0) / number)
-    return Timing(statistics.median(times), tuple(times), warmup, True)
+    return Timing(statistics.median(times), tuple(times), warmup, synchronized)
     # END SOLUTION
 
 
@@ -1036,7 +1038,7 @@ def collect(model: GPT | None = None, *, sections: Sequence[str] = SECTIONS, dev
     clock = time.process_time if cpu_clock else time.perf_counter
     data: dict = {
         "environment": {"device": str(device), "device_name": (torch.cuda.get_device_name(device)
-                                                               if device.type == "cuda" else os.uname().machine),
+                                                               if device.type == "cuda" else platform.machine()),
                         "torch": torch.__version__, "threads": torch.get_num_threads(), "quick": quick,
                         "engine": ServingEngine.__name__,
                         "clock": "process CPU time" if cpu_clock else "wall clock"},
