@@ -127,18 +127,15 @@ def cmd_status(args) -> int:
         print(f"! given-code tests failed in stage {', '.join(broken)}: "
               f"did an edit break given code?")
     pending = [r for r in rows if r.pending]
-    # the first exercise in course order that nothing blocks (its requirements are done)
-    nxt = next((r for r in pending if not r.blocked_by), pending[0] if pending else None)
+    # the first exercise in course order; if a later one blocks some of its tests, say so
+    nxt = pending[0] if pending else None
     if nxt is not None:
         print(f"\nNext: exercise {nxt.exercise.id} \"{_short(nxt.exercise.title, 40)}\" ({nxt.state})\n"
               f"      read {nxt.stage.notebook}, fill in {nxt.stage.folder}/{nxt.stage.module}.py,\n"
               f"      then run `course check {nxt.stage.number}`.")
-        if nxt is not pending[0]:
-            first = pending[0]
-            print(_short(f"      ({first.exercise.id} comes first but is blocked by "
-                         f"{', '.join(first.blocked_by)}.)", 80))
-        elif nxt.blocked_by:
-            print(_short(f"      Blocked by {', '.join(nxt.blocked_by)}: its tests call that code.", 80))
+        if nxt.blocked_by:
+            print("\n".join(feedback.wrap(f"Blocked by {', '.join(nxt.blocked_by)}: some of its tests call "
+                                          "that code too.", indent="      ", max_lines=2)))
         if nxt.message:
             print("\n".join(feedback.wrap(f"Last run: {nxt.message}", indent="      ", max_lines=2)))
     else:
