@@ -657,9 +657,25 @@ class PagedEngine(Engine):
         return counts
 
     def _tokens_needed(self, request: Request, holders: dict[int, int] | None = None) -> int:
+        """What the scheduler charges a request, in tokens but in WHOLE blocks (installed
+        as the scheduler's `tokens_needed`).
+
+        Its reservation in blocks is `blocks_needed(policy's tokens_needed(request))` (the
+        policy's own: every known token for continuous batching, prompt + max_new_tokens
+        for static). A request without a row yet is charged all of it, less the
+        prefix-cache hits (`cache.match_prefix`) on blocks somebody already holds (ref
+        count > 0): those cost no new memory. A request with a row is charged what it
+        still lacks: blocks beyond its table, plus one if the block it writes next
+        (index num_computed // block_size, if it has pending tokens) is shared with
+        another row that will run (`holders[block] > 1`): it will need a copy."""
         raise NotImplementedError('Exercise 6.8: The engine on paged memory — see 06_paged_attention.ipynb')
 
     def _tokens_held(self) -> int:
+        """Installed as the scheduler's `tokens_held`: the blocks the rows that will run
+        hold (`_holders()`, each block once however many share it), plus what every
+        running request is still charged (`_tokens_needed(r, holders)`), in tokens. The
+        scheduler keeps this within `max_cache_tokens` (the pool), admitting by it and
+        preempting when it is over."""
         raise NotImplementedError('Exercise 6.8: The engine on paged memory — see 06_paged_attention.ipynb')
 
     def _acquire(self, request: Request) -> None:
@@ -733,8 +749,14 @@ class PagedEngine(Engine):
         return children
 
     def _fork_siblings(self, ready: list[Request], logits: torch.Tensor) -> tuple[list[Request], torch.Tensor]:
-        """Siblings of a leader whose prompt has just run join it: a row each, sharing the
-        leader's blocks (`fork_row`), RUNNING, ready to sample from the leader's logits."""
+        """Siblings of a leader whose prompt has just run join it. For each sibling: if no
+        row is free (`free_slots` empty, or `running` already `max_batch_size` long) queue
+        it as an ordinary request (`scheduler.add`); else take a free row, share the
+        leader's blocks (`cache.fork_row`), copy its `num_computed` (and
+        `num_cached_tokens`), move it to RUNNING at `now`, append it to `scheduler.running`
+        and to `ready`, and add the leader's logits row `i` to `rows` — so it samples its
+        first token, with its own generator, from the same logits as the leader.
+        Returns (ready, logits[rows])."""
         rows = list(range(len(ready)))
         now = self.clock()
         for i, leader in enumerate(list(ready)):
