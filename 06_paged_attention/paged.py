@@ -679,8 +679,12 @@ class PagedEngine(Engine):
         raise NotImplementedError('Exercise 6.8: The engine on paged memory — see 06_paged_attention.ipynb')
 
     def _acquire(self, request: Request) -> None:
-        """A row for the request, started from the prefix cache: `num_computed` = the
-        tokens found there (whole blocks, never the last token)."""
+        """A row for the request (stage 05's `_acquire`), started from the prefix cache:
+        `cache.assign_prefix(slot, request.tokens, self._hashes_for(request))` gives the
+        tokens found there (whole blocks, never the last token), which become
+        `num_computed`. With prefix caching on, count the lookup: `prefix_queries` += the
+        tokens looked up, `prefix_hits` += those found. On the request's first admission
+        (no earlier RUNNING event), `num_cached_tokens` = the prompt tokens found."""
         super()._acquire(request)
         raise NotImplementedError('Exercise 6.8: The engine on paged memory — see 06_paged_attention.ipynb')
 
