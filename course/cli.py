@@ -176,6 +176,11 @@ def cmd_grade(args) -> int:
         return refuse("--json and --summary name the same file")
     impl = args.impl or "student"
     report: list[str] = []
+    import signal
+
+    # a cancelled CI job sends SIGTERM: unwind, so the test processes are killed and the
+    # temporary copies removed (the runner's and the sandbox's `finally` blocks)
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     entries = grading.grade(stages, impl=impl, hidden=hidden, timeout=args.timeout, submission=submission,
                             progress=lambda m: print(m, file=sys.stderr, flush=True), report=report)
     print(grading.console_table(entries))

@@ -210,7 +210,8 @@ def grade_stage(st: manifest.Stage, run: RunResult, with_hidden: bool = False) -
             out = f"{npass}/{len(rs)} hidden tests passed"
             if npass < len(rs):
                 out += f". First problem: {_first_problem(rs)}"
-            state = "done" if npass == len(rs) else ("partial" if npass else "failing")
+            todo = any(r.get("todo") for r in rs)
+            state = "done" if npass == len(rs) else ("partial" if npass else ("TODO" if todo else "failing"))
             entries.append(Entry(f"{ex.id} {ex.title} (hidden tests)", ex.points * frac, ex.points, out,
                                  visibility="after_due_date", stage=st.number, exercise=ex.id, state=state))
     return entries
