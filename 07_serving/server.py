@@ -1243,8 +1243,9 @@ def demo() -> None:
 
     from solutions.batching import default_model
 
-    threads = torch.get_num_threads()
+    threads, switch = torch.get_num_threads(), sys.getswitchinterval()
     torch.set_num_threads(1)
+    sys.setswitchinterval(0.0005)  # as the CLI does: the engine thread and the event loop share the GIL
     try:
         model, what = default_model()
         handle = serve_in_thread(make_engine(model, max_batch_size=8), ByteTokenizer(), ServerConfig())
@@ -1290,6 +1291,7 @@ def demo() -> None:
         print("server stopped")
     finally:
         torch.set_num_threads(threads)
+        sys.setswitchinterval(switch)
 
 
 if __name__ == "__main__":
