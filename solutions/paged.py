@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import math
+import os
 import time
 from collections import OrderedDict
 from typing import Callable, Sequence
@@ -708,8 +708,13 @@ def _kernel():
             from triton.runtime.interpreter import InterpretedFunction
 
             _KERNELS[interpret] = InterpretedFunction(_paged_decode_kernel)
-        else:
-            _KERNELS[interpret] = triton.jit(_paged_decode_kernel)
+        else:  # triton.jit follows TRITON_INTERPRET as it is now: compile whatever it says
+            saved = os.environ.pop("TRITON_INTERPRET", None)
+            try:
+                _KERNELS[interpret] = triton.jit(_paged_decode_kernel)
+            finally:
+                if saved is not None:
+                    os.environ["TRITON_INTERPRET"] = saved
     return _KERNELS[interpret]
 
 
