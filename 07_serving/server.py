@@ -1236,7 +1236,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def demo() -> None:
     """Start the server on an ephemeral loopback port, send concurrent streaming requests
-    with the unmodified `openai` client, print the answers and a metrics excerpt, stop."""
+    with the unmodified `openai` client (sampled, seeded: temperature 0.8, top_p 0.95),
+    print the answers and a metrics excerpt, stop."""
     from concurrent.futures import ThreadPoolExecutor
 
     import openai
@@ -1251,14 +1252,15 @@ def demo() -> None:
         handle = serve_in_thread(make_engine(model, max_batch_size=8), ByteTokenizer(), ServerConfig())
         print(f"serving {what} at {handle.url}/v1 (OpenAI-compatible; 1 torch thread)")
         client = openai.OpenAI(base_url=f"{handle.url}/v1", api_key="demo", max_retries=0, timeout=30)
-        prompts = ["def fibonacci(n):", "import os\n", "class Stack:\n    def push(self, item):",
-                   "for i in range(10):", "# Return the sum of a list\n", "with open(path) as f:"]
+        prompts = ["def fibonacci(n):\n    ", "import os\n", "class Stack:\n    def push(self, item):\n        ",
+                   "for i in range(10):\n    ", "# Return the sum of a list\n", "with open(path) as f:\n    "]
 
         def ask(prompt: str) -> tuple[str, float, int]:
             t0 = time.perf_counter()
             ttft, text = None, ""
-            stream = client.completions.create(model=MODEL_NAME, prompt=prompt, max_tokens=40, temperature=0,
-                                               stream=True, stream_options={"include_usage": True})
+            stream = client.completions.create(model=MODEL_NAME, prompt=prompt, max_tokens=48, temperature=0.8,
+                                               top_p=0.95, seed=prompts.index(prompt), stream=True,
+                                               stream_options={"include_usage": True})
             usage = None
             for chunk in stream:
                 if chunk.choices and chunk.choices[0].text:
@@ -1275,7 +1277,7 @@ def demo() -> None:
         for prompt, (text, ttft, n) in zip(prompts, answers):
             print(f"--- {prompt!r} -> {n} tokens, first after {ttft * 1e3:.0f} ms\n{prompt}{text}")
         chat = client.chat.completions.create(model=MODEL_NAME, messages=[{"role": "user", "content": "Hello"}],
-                                              max_tokens=20, temperature=0)
+                                              max_tokens=24, temperature=0.8, seed=0)
         print(f"--- chat: {chat.choices[0].message.content!r} ({chat.choices[0].finish_reason})")
         print(f"\n{len(prompts)} concurrent streams in {wall:.2f} s. /metrics excerpt:")
         import httpx
