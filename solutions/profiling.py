@@ -315,7 +315,8 @@ def profile_engine(engine, *, wait: int = 1, warmup: int = 1, active: int = 3, t
             synchronize(device)
             prof.step()
     averages = prof.key_averages()
-    everything = prof.events()
+    cpu = torch.autograd.DeviceType.CPU  # on CUDA, labels are mirrored on the GPU timeline too: skip those
+    everything = [e for e in prof.events() if getattr(e, "device_type", cpu) == cpu]
     steps = sorted((e.time_range.start, e.time_range.end) for e in everything if e.name.startswith("ProfilerStep"))
     starts = [s for s, _ in steps]
     per_step: dict[str, list[float]] = {}  # name -> seconds in each recorded step
