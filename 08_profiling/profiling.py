@@ -223,8 +223,8 @@ class EngineProfile:
     whole step ("step"), the median over the steps. ops_per_step:
     aten operators called per step, nested calls included (aten::linear calls aten::addmm);
     top_level_ops_per_step: only those called from Python, not from another aten op — the
-    dispatcher round-trips your code pays for. kernels_per_step: GPU kernels launched (None
-    on CPU). by_shape: (name, input shapes, calls, self s) from
+    dispatcher round-trips your code pays for. kernels_per_step: GPU kernels (and memory
+    copies) launched, not counting the labels the profiler mirrors on the GPU (None on CPU). by_shape: (name, input shapes, calls, self s) from
     `key_averages(group_by_input_shape=True)`, most self time first."""
 
     steps: int

@@ -242,8 +242,8 @@ class EngineProfile:
     whole step ("step"), the median over the steps. ops_per_step:
     aten operators called per step, nested calls included (aten::linear calls aten::addmm);
     top_level_ops_per_step: only those called from Python, not from another aten op — the
-    dispatcher round-trips your code pays for. kernels_per_step: GPU kernels launched (None
-    on CPU). by_shape: (name, input shapes, calls, self s) from
+    dispatcher round-trips your code pays for. kernels_per_step: GPU kernels (and memory
+    copies) launched, not counting the labels the profiler mirrors on the GPU (None on CPU). by_shape: (name, input shapes, calls, self s) from
     `key_averages(group_by_input_shape=True)`, most self time first."""
 
     steps: int
@@ -338,8 +338,10 @@ def profile_engine(engine, *, wait: int = 1, warmup: int = 1, active: int = 3, t
     top_level = [e for e in events if e.cpu_parent is None or not e.cpu_parent.name.startswith("aten::")]
     kernels = None
     if device.type == "cuda":
-        kernels = sum(a.count for a in averages
-                      if getattr(a, "device_type", None) == torch.autograd.DeviceType.CUDA) / active
+        kernels = sum(a.count for a in averages  # kernels and copies; not the labels mirrored on the GPU
+                      if getattr(a, "device_type", None) == torch.autograd.DeviceType.CUDA
+                      and not getattr(a, "is_user_annotation", False)
+                      and a.key not in ("schedule", "forward", "sample") and not a.key.startswith("ProfilerStep")) / active
     by_shape = sorted(((a.key, str(a.input_shapes), a.count, a.self_cpu_time_total * 1e-6)
                        for a in prof.key_averages(group_by_input_shape=True) if a.key.startswith("aten::")),
                       key=lambda r: -r[3])
