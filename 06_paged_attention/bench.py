@@ -30,6 +30,7 @@ Every engine here is checked to give every request the same tokens as stage 05's
 
 from __future__ import annotations
 
+import os
 import statistics
 import sys
 import time
@@ -257,8 +258,9 @@ def main() -> None:
         "--parts", default=",".join(PARTS), help=f"comma-separated subset of {','.join(PARTS)}"))
     parts = [x.strip() for x in args.parts.split(",") if x.strip()]
     bad = [x for x in parts if x not in PARTS]
-    if bad:
-        raise SystemExit(f"error: unknown parts {bad}; choose from {PARTS}")
+    if bad or not parts:
+        print(f"error: --parts must name some of {', '.join(PARTS)}, got {args.parts!r}", file=sys.stderr)
+        raise SystemExit(2)
     if args.quick:
         args.repeat = min(args.repeat, 2)
     reps = {part: Report("06_paged_attention") for part in parts}
@@ -294,7 +296,6 @@ def finish(reps: dict[str, Report], args) -> None:
             print(f"\n[{part}]\n{rep.table()}")
     if args.json:
         import json
-        import os
 
         tmp = f"{args.json}.tmp"
         with open(tmp, "w", encoding="utf-8") as f:
@@ -343,7 +344,9 @@ def plot(memory: dict, path: str) -> None:
         ax2.plot([res[n]["peak_running"] for n in names], names, "o", color="tab:red")
         ax2.set_xlabel("peak running requests")
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    tmp = f"{path}.tmp.png"
+    fig.savefig(tmp, dpi=120)
+    os.replace(tmp, path)
 
 
 if __name__ == "__main__":
