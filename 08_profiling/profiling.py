@@ -67,9 +67,11 @@ __all__ = [
     "label_engine", "decode_engine", "OpStat", "EngineProfile", "profile_engine",
     "nbytes", "kv_pool_bytes", "rss_bytes", "peak_step_memory", "MemoryBreakdown", "memory_breakdown",
     "decode_step_fn", "prefill_chunk_fn", "SweepPoint", "batch_sweep", "Knee", "find_knee",
-    "Cost", "weight_count", "step_cost", "Peak", "measure_peak_flops", "measure_peak_bandwidth", "RooflinePoint", "classify",
+    "Cost", "weight_count", "step_cost", "Peak", "measure_peak_flops", "measure_peak_bandwidth", "RooflinePoint",
+    "classify",
     "plot_roofline", "LOG_KEYS", "RequestLog", "parse_request_log", "record_from_request", "parse_metrics",
-    "latency_breakdown", "Recommendation", "recommend", "SECTIONS", "cpu_sleep", "cpu_clock_ok", "collect", "write_report", "demo",
+    "latency_breakdown", "Recommendation", "recommend", "SECTIONS", "cpu_sleep", "cpu_clock_ok", "collect",
+    "write_report", "demo",
 ]
 
 
@@ -224,7 +226,8 @@ class EngineProfile:
     aten operators called per step, nested calls included (aten::linear calls aten::addmm);
     top_level_ops_per_step: only those called from Python, not from another aten op — the
     dispatcher round-trips your code pays for. kernels_per_step: GPU kernels (and memory
-    copies) launched, not counting the labels the profiler mirrors on the GPU (None on CPU). by_shape: (name, input shapes, calls, self s) from
+    copies) launched, not counting the labels the profiler mirrors on the GPU (None on CPU).
+    by_shape: (name, input shapes, calls, self s) from
     `key_averages(group_by_input_shape=True)`, most self time first."""
 
     steps: int
@@ -817,7 +820,8 @@ def collect(model: GPT | None = None, *, sections: Sequence[str] = SECTIONS, dev
                 "top": [{"name": o.name, "calls_per_step": o.calls / prof.steps,
                          "self_us_per_step": 1e6 * o.step_self_s, "share": o.step_self_s / total}
                         for o in prof.top(8)],
-                "by_shape": [{"name": n, "shapes": s, "calls": c, "self_us": 1e6 * t} for n, s, c, t in prof.by_shape[:5]],
+                "by_shape": [{"name": n, "shapes": s, "calls": c, "self_us": 1e6 * t}
+                             for n, s, c, t in prof.by_shape[:5]],
             }
     if "memory" in sections:
         say("memory: parameters, KV pool, activations")

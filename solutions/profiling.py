@@ -65,9 +65,11 @@ __all__ = [
     "label_engine", "decode_engine", "OpStat", "EngineProfile", "profile_engine",
     "nbytes", "kv_pool_bytes", "rss_bytes", "peak_step_memory", "MemoryBreakdown", "memory_breakdown",
     "decode_step_fn", "prefill_chunk_fn", "SweepPoint", "batch_sweep", "Knee", "find_knee",
-    "Cost", "weight_count", "step_cost", "Peak", "measure_peak_flops", "measure_peak_bandwidth", "RooflinePoint", "classify",
+    "Cost", "weight_count", "step_cost", "Peak", "measure_peak_flops", "measure_peak_bandwidth", "RooflinePoint",
+    "classify",
     "plot_roofline", "LOG_KEYS", "RequestLog", "parse_request_log", "record_from_request", "parse_metrics",
-    "latency_breakdown", "Recommendation", "recommend", "SECTIONS", "cpu_sleep", "cpu_clock_ok", "collect", "write_report", "demo",
+    "latency_breakdown", "Recommendation", "recommend", "SECTIONS", "cpu_sleep", "cpu_clock_ok", "collect",
+    "write_report", "demo",
 ]
 
 
@@ -243,7 +245,8 @@ class EngineProfile:
     aten operators called per step, nested calls included (aten::linear calls aten::addmm);
     top_level_ops_per_step: only those called from Python, not from another aten op — the
     dispatcher round-trips your code pays for. kernels_per_step: GPU kernels (and memory
-    copies) launched, not counting the labels the profiler mirrors on the GPU (None on CPU). by_shape: (name, input shapes, calls, self s) from
+    copies) launched, not counting the labels the profiler mirrors on the GPU (None on CPU).
+    by_shape: (name, input shapes, calls, self s) from
     `key_averages(group_by_input_shape=True)`, most self time first."""
 
     steps: int
@@ -341,7 +344,8 @@ def profile_engine(engine, *, wait: int = 1, warmup: int = 1, active: int = 3, t
         kernels = sum(a.count for a in averages  # kernels and copies; not the labels mirrored on the GPU
                       if getattr(a, "device_type", None) == torch.autograd.DeviceType.CUDA
                       and not getattr(a, "is_user_annotation", False)
-                      and a.key not in ("schedule", "forward", "sample") and not a.key.startswith("ProfilerStep")) / active
+                      and a.key not in ("schedule", "forward", "sample")
+                      and not a.key.startswith("ProfilerStep")) / active
     by_shape = sorted(((a.key, str(a.input_shapes), a.count, a.self_cpu_time_total * 1e-6)
                        for a in prof.key_averages(group_by_input_shape=True) if a.key.startswith("aten::")),
                       key=lambda r: -r[3])
@@ -871,7 +875,8 @@ def parse_request_log(lines: Iterable[str | bytes]) -> RequestLog:
             bad.append((n, f"missing keys {missing}"))
             continue
         wrong = [k for k in _LOG_NUMBERS if rec[k] is not None and (
-            isinstance(rec[k], bool) or not isinstance(rec[k], (int, float)) or not math.isfinite(rec[k]) or rec[k] < 0)]
+            isinstance(rec[k], bool) or not isinstance(rec[k], (int, float))
+            or not math.isfinite(rec[k]) or rec[k] < 0)]
         if wrong:
             bad.append((n, f"not a time >= 0: {wrong}"))
             continue
@@ -961,7 +966,8 @@ def recommend(breakdown: dict[str, dict[str, float]], *, decode_regime: str | No
                                   f"{evidence}; a bigger batch pays up to batch {knee_batch}")
         return Recommendation("add_capacity", "add capacity (another replica) or make each step faster: "
                               "a bigger batch no longer pays", evidence +
-                              (f"; a bigger batch pays only up to batch {knee_batch}" if knee_batch is not None else ""))
+                              (f"; a bigger batch pays only up to batch {knee_batch}"
+                               if knee_batch is not None else ""))
     if top == "prefill":
         return Recommendation("prefill", "shorten time to first token: chunked prefill, prefix caching, "
                               "shorter prompts", evidence)
@@ -1069,7 +1075,8 @@ def collect(model: GPT | None = None, *, sections: Sequence[str] = SECTIONS, dev
                 "top": [{"name": o.name, "calls_per_step": o.calls / prof.steps,
                          "self_us_per_step": 1e6 * o.step_self_s, "share": o.step_self_s / total}
                         for o in prof.top(8)],
-                "by_shape": [{"name": n, "shapes": s, "calls": c, "self_us": 1e6 * t} for n, s, c, t in prof.by_shape[:5]],
+                "by_shape": [{"name": n, "shapes": s, "calls": c, "self_us": 1e6 * t}
+                             for n, s, c, t in prof.by_shape[:5]],
             }
     if "memory" in sections:
         say("memory: parameters, KV pool, activations")
