@@ -10,7 +10,7 @@ Four parts (ratios within one run; the machine is shared and noisy):
               Share of allocated KV slots holding real tokens (averaged over steps; for the
               contiguous cache the reserved rows of the running requests), peak running
               requests, output tokens/s. Block sizes 4 / 8 / 16 / 32 for the utilisation.
-  decode      One decode step of the default model (4 layers) with B rows of 128 cached
+  decode      One decode step of the default model with B rows of 128 cached
               tokens, B = 1 / 8 / 32: the contiguous KVCache (attention reads a view, no
               copy), the paged cache through `attend` (paged_attention: gathers whole blocks)
               and through `view` (a dense gather token by token, what `forward_cached` does
