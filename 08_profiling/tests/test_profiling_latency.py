@@ -115,6 +115,23 @@ def test_metrics_scrape_is_parsed():
 
 
 @pytest.mark.given
+def test_phase_shares_from_a_scrape():
+    from prometheus_client import CollectorRegistry, Histogram, generate_latest
+
+    reg = CollectorRegistry()
+    spans = {"queue": (1.0, 3.0), "prefill": (0.5, 0.5), "decode": (2.5, 0.5), "e2e": (4.0, 4.0)}
+    for phase, name in prof.PHASE_METRICS.items():
+        h = Histogram(name.replace(":", "_"), phase, ["model_name"], registry=reg)
+        for v in spans[phase]:
+            h.labels(model_name="m").observe(v)
+    scrape = generate_latest(reg).decode().replace("vllm_", "vllm:")
+    shares = prof.phase_shares_from_metrics(prof.parse_metrics(scrape))
+    assert shares == pytest.approx({"queue": 0.5, "prefill": 0.125, "decode": 0.375})
+    with pytest.raises(ValueError, match="_sum"):
+        prof.phase_shares_from_metrics({})
+
+
+@pytest.mark.given
 def test_bad_inputs_are_refused():
     with pytest.raises(TypeError):
         prof.parse_request_log("one string")
