@@ -9,9 +9,10 @@ real Python source, sent as token ids), each request a streaming completion
 
   idle      one request at a time: the idle TTFT (client side: request sent -> first
             streamed token; the server starts its response with the first token)
+  saturation  requests/s an all-at-once trace completes, through HTTP (the rates below
+            are multiples of it) and through the engine alone
   offline   the same engine in this process, `replay` of the same trace (stage 05):
-            the saturation rate (requests/s an all-at-once trace completes), and the
-            engine's own TTFT / TPOT at each rate — what HTTP costs on top
+            the engine's own TTFT / TPOT at each rate — what HTTP costs on top
   engine    the server engine's own TTFT of the same requests (its request log: arrival
             at the handler -> first token), so client TTFT / engine TTFT is what the HTTP
             path adds on top of the engine inside one run
@@ -192,24 +193,29 @@ def main() -> None:
     model, _ = load_default()
     src = source_tokens()
 
-    # saturation: an all-at-once trace through the engine alone
-    sat_runs = []
-    for i in range(max(1, args.repeat // 3)):
-        burst = make_trace(n, profile="mix", rate=None, seed=100 + i, source=src)
-        off = offline(model, burst, args.num_blocks)
-        sat_runs.append(off["done"] / off["seconds"])
-    sat = statistics.median(sat_runs)
-    print(f"saturation (offline, all at once, median of {len(sat_runs)}): {sat:.1f} requests/s")
-
-    rep = Report("07_serving", args, title=f"serving under Poisson load; saturation {sat:.1f} req/s; "
-                                          f"batch {BATCH}, {args.num_blocks} KV blocks")
     tmp = tempfile.TemporaryDirectory(prefix="bench07-")
     servers = {"admission": ServerProcess("--num-blocks", str(args.num_blocks), "--max-queue-tokens",
                                           str(args.max_queue_tokens), log_dir=tmp.name),
                "no admission": ServerProcess("--num-blocks", str(args.num_blocks), "--no-admission",
                                              log_dir=tmp.name)}
-    results: dict = {"saturation_rps": sat, "runs": {}}
+    results: dict = {"runs": {}}
     try:
+        # saturation: an all-at-once trace, through the engine alone and through HTTP (the
+        # server without admission control); the load runs are scaled to the HTTP one
+        off_sat, http_sat = [], []
+        for i in range(max(1, args.repeat // 3)):
+            burst = make_trace(n, profile="mix", rate=None, seed=100 + i, source=src)
+            off = offline(model, burst, args.num_blocks)
+            off_sat.append(off["done"] / off["seconds"])
+            res, t0 = asyncio.run(load(servers["no admission"].url, burst, time_limit=600))
+            http_sat.append(sum(r["status"] == 200 for r in res) / (max(r["end"] for r in res) - t0))
+        servers["no admission"].new_lines()
+        sat = statistics.median(http_sat)
+        print(f"saturation, all at once (median of {len(off_sat)}): offline engine {statistics.median(off_sat):.1f}, "
+              f"HTTP {sat:.1f} requests/s")
+        results.update(saturation_rps=sat, offline_saturation_rps=statistics.median(off_sat))
+        rep = Report("07_serving", args, title=f"serving under Poisson load; HTTP saturation {sat:.1f} req/s; "
+                                              f"batch {BATCH}, {args.num_blocks} KV blocks")
         # idle TTFT: one request at a time (short prompts, short answers)
         idle_trace = make_trace(24 if not args.quick else 8, profile="uniform", rate=None, seed=7, source=src,
                                 short_prompt=(8, 32), short_output=(8, 16), long_output=(8, 16))
