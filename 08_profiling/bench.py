@@ -8,8 +8,9 @@
         same 5 steps without it, back to back on one engine, median of 30 pairs (6 with
         --quick); and what that price is as a share of runs of 100 … 10000 steps;
      b. directly: N = 1000 steps (300 with --quick) with and without the profiler around
-        the whole run, median of --repeat interleaved runs (wall clock beside: on a busy
-        machine only the CPU-time column means anything, and it is still noisier than (a));
+        the whole run, median of --repeat interleaved runs, the order alternating (wall
+        clock beside: on a busy machine only the CPU-time column means anything, and it is
+        still noisier than (a): a drift of a few % between runs is common here);
      c. for contrast, the profiler recording every step (always-on), 50 steps.
    The aim: <= 2% for the scheduled profiler over a run.
 2. Decode throughput against batch size (1..256 rows, context 64) and the knee found by
@@ -110,8 +111,8 @@ def main() -> None:
         rep.add(f"  = overhead over a run of {steps} steps (fixed / (steps x step))",
                 cpu_overhead_pct=100 * fixed / (steps * step))
     times = {m: [] for m in ("plain", "scheduled")}
-    for _ in range(args.repeat):
-        for m in times:
+    for r in range(args.repeat):
+        for m in (("plain", "scheduled") if r % 2 == 0 else ("scheduled", "plain")):  # no order bias
             times[m].append(run_steps(model, n, m))
     always = [run_steps(model, 50, "always-on") for _ in range(3)]
     plain_short = [run_steps(model, 50, "plain") for _ in range(3)]
