@@ -22,6 +22,8 @@ def test_notebook_is_committed_clean(st: manifest.Stage):
 
 @pytest.mark.parametrize("st", stage_params())
 def test_notebook_runs_under_nbval(st: manifest.Stage):
+    # tests.nbclaims checks, on the outputs of this same run, that the prose states no figure
+    # its checked outputs contradict and that no cell prints object reprs or tqdm warnings
     proc = run([sys.executable, "-m", "pytest", "--nbval-lax", "-q", "-p", "no:cacheprovider",
-                "--timeout=600", st.notebook], impl="solution", timeout=900)
+                "-p", "tests.nbclaims", "--timeout=600", st.notebook], impl="solution", timeout=900)
     assert proc.returncode == 0, f"{st.notebook} failed under nbval:\n{proc.stdout[-4000:]}\n{proc.stderr[-2000:]}"
