@@ -4,8 +4,8 @@
                    [--quick] [--device cpu|cuda] [--threads N]
 
 The measurements and the report are stage 08's (`profiling.collect`, `profiling.write_report`),
-reached through `course.load` like every other stage's code (the reference solution unless
-`--impl student` is given). The report folder is written whole or not at all: everything
+reached through `course.load` like every other stage's code: the reference solution where
+this copy of the course has it, else the learner's module (`course --impl ...` chooses). The report folder is written whole or not at all: everything
 goes into a temporary folder beside DIR, which is renamed into place at the end. DIR must
 not be a file, nor lie inside one of the folders the course ships (`course/`, `solutions/`,
 the stage folders, `tests/`, `.git/`), and an existing DIR is replaced only if it holds an
@@ -97,7 +97,9 @@ def _replace_dir(tmp: Path, dest: Path) -> None:
 
 def run(args) -> int:
     """The `course profile` command (args from `course.cli`)."""
-    impl = getattr(args, "impl", None) or "solution"
+    impl = getattr(args, "impl", None)
+    if impl is None:  # the reference where this copy of the course has it (a learner's release may not)
+        impl = "solution" if (root() / "solutions" / "profiling.py").exists() else "student"
     try:
         prof = load("profiling", impl=impl)
         sections = parse_sections(args.stages, tuple(prof.SECTIONS))
