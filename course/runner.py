@@ -221,13 +221,31 @@ def _one_process(run: Run, paths, impl, *, root, timeout, sandbox, env, hidden, 
             run.results[state.in_flight] = _from_meta(meta, "failed", f"crashed: {_ended(rc)}", contained="crash")
         return False
     if state.finished:
+        stopped = state.exitstatus in (2, 3)  # pytest's INTERRUPTED, INTERNAL_ERROR
+        if state.interrupted is not None:
+            meta = run.collected.get(state.interrupted, {"nodeid": state.interrupted})
+            why = _last_error_line(outputs[-1]) or ("interrupted" if state.exitstatus == 2 else "an internal error")
+            run.results[state.interrupted] = _from_meta(
+                meta, "failed", f"the test session stopped during this test ({why})", contained="crash")
         missing = [n for n in state.expected if n not in run.results]
+        if missing and (stopped or state.interrupted is not None):
+            return False  # resume the rest in a new process
         if missing:
             run.anomalies.append(f"{len(missing)} collected test(s) never reported a result, e.g. {missing[0]}")
         return True
     if killed_for is not None:  # between tests (teardown, session end) for too long
         run.errors.append(f"the test process hung between tests and was stopped after {timeout:g} s")
     return False
+
+
+def _last_error_line(output: str) -> str:
+    """The last line of an INTERNALERROR or KeyboardInterrupt report in pytest's output."""
+    lines = [ln for ln in output.splitlines() if ln.startswith("INTERNALERROR>") or "KeyboardInterrupt" in ln]
+    for ln in reversed(lines):
+        text = ln.replace("INTERNALERROR>", "").strip()
+        if text and not text.startswith(("File ", "^", "~")):
+            return text[:200]
+    return ""
 
 
 class _Reader:
@@ -239,6 +257,8 @@ class _Reader:
         self.in_flight: str | None = None
         self.seen_collected = False
         self.finished = False
+        self.interrupted: str | None = None
+        self.exitstatus = 0
         self.expected: list[str] = []
 
     def _anomaly(self, what: str) -> None:
@@ -298,9 +318,14 @@ class _Reader:
             self.in_flight = None
             self.deadline = time.monotonic() + self.timeout + GRACE
         elif kind == "finish":
-            if self.in_flight is not None:
-                self._anomaly(f"the session finished while {self.in_flight} was running")
-                self.in_flight = None
+            # pytest ends the session early on KeyboardInterrupt or an internal error raised
+            # outside a test's own call: the running test is charged with it, the rest resume
+            self.interrupted = self.in_flight
+            self.in_flight = None
+            try:
+                self.exitstatus = int(ev.get("exitstatus", 0))
+            except (TypeError, ValueError):
+                self.exitstatus = 0
             self.finished = True
             self.deadline = time.monotonic() + self.timeout + GRACE
         else:

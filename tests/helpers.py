@@ -48,6 +48,13 @@ import course
 ag = course.load("autograd")
 
 
+@pytest.mark.exercise("1.1")
+def test_rt_backward():
+    a = ag.Tensor(np.arange(3.0), requires_grad=True)
+    a.backward(np.ones(3))
+    np.testing.assert_allclose(a.grad, np.ones(3))
+
+
 @pytest.mark.exercise("1.2")
 def test_rt_add():
     a = ag.Tensor(np.arange(3.0))

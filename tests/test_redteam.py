@@ -74,8 +74,9 @@ def test_the_stub_scores_zero_and_the_solution_full(course_root, tmp_path):
 
 
 def test_crashes_loops_and_hangs_cost_only_their_exercise(course_root, tmp_path):
-    """The solution, with 1.3 calling os._exit, 1.4 segfaulting, 1.5 looping inside C code
-    and 1.6 hanging inside a Hypothesis test: 1.2 keeps its points, visible and hidden."""
+    """The solution, with 1.1 raising KeyboardInterrupt (pytest stops the session), 1.3
+    calling os._exit, 1.4 segfaulting, 1.5 looping inside C code and 1.6 hanging inside a
+    Hypothesis test: 1.2 keeps its points, visible and hidden, and nothing is "tampering"."""
     learner = _solution(course_root) + '''
 
 import ctypes as _ctypes
@@ -100,10 +101,15 @@ def _hang(self):
         pass
 
 
+def _interrupt(self, *a, **k):
+    raise KeyboardInterrupt
+
+
 Tensor.sum = _exit_now
 Tensor.__matmul__ = _segfault
 Tensor.reshape = _c_loop
 Tensor.relu = _hang
+Tensor.backward = _interrupt
 '''
     t0 = time.monotonic()
     res, md, proc = _grade(course_root, tmp_path, learner)
@@ -111,7 +117,7 @@ Tensor.relu = _hang
     by = {t["name"].split(" ")[0]: t for t in res["tests"] if t["visibility"] == "visible"}
     assert by["1.2"]["score"] == by["1.2"]["max_score"] > 0
     assert _tests(res, "1.2 Arithmetic with broadcasting (hidden")[0]["score"] > 0
-    for ex, word in (("1.3", "exited with code 3"), ("1.4", "SIGSEGV"), ("1.5", "Timeout"), ("1.6", "Timeout")):
+    for ex, word in (("1.1", "session stopped"), ("1.3", "exited with code 3"), ("1.4", "SIGSEGV"), ("1.5", "Timeout"), ("1.6", "Timeout")):
         assert by[ex]["score"] == 0, by[ex]
         assert word in by[ex]["output"] and "test_rt_" in by[ex]["output"], by[ex]  # names the test
     assert time.monotonic() - t0 < 120
