@@ -382,13 +382,15 @@ def imports_reference(text: str, st: manifest.Stage) -> str | None:
 # ---- grading ---------------------------------------------------------------------------------
 
 def _site_packages_state() -> dict[str, float]:
-    """.pth files and top-level modules in the interpreter's site-packages (a venv)."""
+    """.pth files and top-level modules in the interpreter's site-packages (a venv) and the
+    user's site-packages, with their modification times."""
     import site
     import sysconfig
 
     dirs = {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}
     try:
         dirs.update(site.getsitepackages())
+        dirs.add(site.getusersitepackages())  # a .pth there runs in the grader's next start
     except AttributeError:
         pass
     state = {}
