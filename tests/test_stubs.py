@@ -9,7 +9,7 @@ import pytest
 from course import manifest, stubs
 from tests.helpers import ROOT, existing_stages, stage_params
 
-SHARED = {"tokenizer", "gpt", "workload"}
+SHARED = {"tokenizer", "gpt", "workload", "fileio"}
 
 
 def test_every_stub_is_in_sync_with_its_solution():
