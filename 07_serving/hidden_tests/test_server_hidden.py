@@ -79,18 +79,23 @@ def test_admission_is_thread_safe():
     import threading
 
     a = srv.AdmissionControl(num_blocks=1000, block_size=1, max_queue_tokens=0)
-    got = []
+    got, errors = [], []
 
     def worker():
-        for _ in range(200):
-            try:
-                got.append(a.admit(1, 1))
-            except srv.APIError:
-                pass
+        try:
+            for _ in range(200):
+                try:
+                    got.append(a.admit(1, 1))
+                except srv.APIError:
+                    pass
+        except BaseException as e:  # re-raised in the test's thread
+            errors.append(e)
 
     ts = [threading.Thread(target=worker) for _ in range(8)]
     [t.start() for t in ts]
     [t.join() for t in ts]
+    if errors:
+        raise errors[0]
     assert len(got) == 500 and a.reserved_blocks == 1000
     for t in got:
         a.release(t)
@@ -151,10 +156,19 @@ def test_token_stream_from_many_threads_keeps_each_threads_order():
 
     async def main():
         s = srv.TokenStream(asyncio.get_running_loop())
-        ts = [threading.Thread(target=lambda k=k: [s.put(("delta", k, str(i))) for i in range(300)])
-              for k in range(4)]
+        errors = []
+
+        def produce(k):
+            try:
+                [s.put(("delta", k, str(i))) for i in range(300)]
+            except BaseException as e:
+                errors.append(e)
+
+        ts = [threading.Thread(target=produce, args=(k,)) for k in range(4)]
         [t.start() for t in ts]
         [t.join() for t in ts]
+        if errors:
+            raise errors[0]
         got = []
         while len(got) < 1200:
             got += await asyncio.wait_for(s.get_batch(), 5)
@@ -212,7 +226,8 @@ def test_cli_sigterm_with_a_stream_in_flight_exits_0():
     """The real process: SIGTERM while a request streams; the stream completes, a newcomer
     meanwhile gets 503, and the process exits 0."""
     port = _free_port()
-    code = f"import sys, course; sys.exit(course.load('server').main(['--port', '{port}', '--grace', '20']))"
+    code = (f"import sys, course; sys.exit(course.load('server').main(['--port', '{port}', '--grace', '30', "
+            f"'--max-batch-size', '1', '--max-queue-tokens', '4096']))")  # one row: the requests in flight run one after another
     proc = subprocess.Popen([sys.executable, "-c", code], cwd=root(), env=dict(os.environ, PYTHONPATH=str(root())),
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     url = f"http://127.0.0.1:{port}"
@@ -226,16 +241,37 @@ def test_cli_sigterm_with_a_stream_in_flight_exits_0():
                 pass
             assert proc.poll() is None and time.monotonic() < end, "the server did not come up"
             time.sleep(0.1)
-        oai = openai.OpenAI(base_url=f"{url}/v1", api_key="x", max_retries=0, timeout=30)
-        stream = oai.completions.create(model=M, prompt="def f():", max_tokens=120, temperature=0, stream=True)
+        import threading
+
+        oai = openai.OpenAI(base_url=f"{url}/v1", api_key="x", max_retries=0, timeout=60)
+        stream = oai.completions.create(model=M, prompt="def f():", max_tokens=200, temperature=0, stream=True)
         it = iter(stream)
         next(it)
+        queued, errors = [], []
+
+        def wait_for_answer():
+            try:
+                queued.append(oai.completions.create(model=M, prompt="class A:", max_tokens=200, temperature=0))
+            except BaseException as e:
+                errors.append(e)
+
+        waiters = [threading.Thread(target=wait_for_answer) for _ in range(2)]
+        [t.start() for t in waiters]
+        end = time.monotonic() + 20
+        while httpx.get(f"{url}/health", timeout=5).json()["admitted"] < 3:  # all three admitted
+            assert time.monotonic() < end and not errors, f"the requests did not arrive {errors}"
+            time.sleep(0.01)
         proc.send_signal(signal.SIGTERM)
-        time.sleep(0.3)
+        time.sleep(0.2)
         late = httpx.post(f"{url}/v1/completions", json={"model": M, "prompt": "x", "max_tokens": 1}, timeout=10)
         rest = list(it)
+        [t.join(60) for t in waiters]
+        if errors:
+            raise errors[0]
         assert late.status_code == 503, late.text
         assert rest[-1].choices[0].finish_reason in ("stop", "length")
+        assert len(queued) == 2 and all(r.choices[0].finish_reason in ("stop", "length") for r in queued), \
+            "requests admitted before the signal must be answered"
         assert proc.wait(30) == 0, proc.stdout.read()[-2000:]
     finally:
         if proc.poll() is None:

@@ -14,13 +14,6 @@ pytestmark = pytest.mark.exercise("7.2")
 M = "course-gpt"
 
 
-@pytest.mark.given
-def test_blocks_needed_shares_full_prompt_blocks():
-    assert srv.blocks_needed(16, 16, 1, 16) == 2
-    assert srv.blocks_needed(17, 15, 1, 16) == 2
-    assert srv.blocks_needed(17, 16, 1, 16) == 3
-    # n = 3: the one full prompt block is shared; each sequence owns the rest
-    assert srv.blocks_needed(20, 20, 3, 16) == 1 + 3 * 2
 
 
 def test_admit_until_the_queue_is_full_then_503():

@@ -74,14 +74,19 @@ def test_first_token_deadline_while_queued(start, kit):
         results = {}
 
         def first():
-            results["a"] = c.post("/v1/completions", json={"model": M, "prompt": "a", "max_tokens": 40,
-                                                           "temperature": 0})
+            try:
+                results["a"] = c.post("/v1/completions", json={"model": M, "prompt": "a", "max_tokens": 40,
+                                                               "temperature": 0})
+            except BaseException as e:  # re-raised below, in the test's thread
+                results["error"] = e
         t = threading.Thread(target=first)
         t.start()
         import time
         time.sleep(0.1)
         r = c.post("/v1/completions", json={"model": M, "prompt": "b", "max_tokens": 5, "temperature": 0})
         t.join(20)
+        if "error" in results:
+            raise results["error"]
         assert r.status_code == 504 and r.json()["error"]["code"] == "deadline_first_token", r.text
         assert results["a"].status_code == 200, "the running request keeps going"
     kit.assert_clean(h)

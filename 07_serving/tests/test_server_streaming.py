@@ -32,14 +32,29 @@ def test_sse_frames_one_event():
     assert srv.sse("[DONE]") == b"data: [DONE]\n\n"
 
 
+def in_thread(fn, *args) -> tuple[threading.Thread, list]:
+    """Run fn in a thread; what it raises lands in the returned list (re-raise it in the test)."""
+    errors: list = []
+
+    def run():
+        try:
+            fn(*args)
+        except BaseException as e:
+            errors.append(e)
+
+    return threading.Thread(target=run), errors
+
+
 def test_token_stream_coalesces_and_never_blocks_the_producer():
     async def main():
         stream = srv.TokenStream(asyncio.get_running_loop())
         n = 5000
         t0 = time.perf_counter()
-        producer = threading.Thread(target=lambda: [stream.put(("delta", 0, "x")) for _ in range(n)])
+        producer, errors = in_thread(lambda: [stream.put(("delta", 0, "x")) for _ in range(n)])
         producer.start()
         producer.join(5)
+        if errors:
+            raise errors[0]
         assert not producer.is_alive()
         put_s = time.perf_counter() - t0
         await asyncio.sleep(0.05)  # let the loop run the scheduled puts
@@ -59,8 +74,14 @@ def test_token_stream_waits_for_the_first_event():
     async def main():
         loop = asyncio.get_running_loop()
         stream = srv.TokenStream(loop)
-        threading.Timer(0.05, stream.put, args=(("finish", 0, "stop", 1, 1),)).start()
-        return await asyncio.wait_for(stream.get_batch(), 5)
+        later, errors = in_thread(lambda: (time.sleep(0.05), stream.put(("finish", 0, "stop", 1, 1))))
+        later.start()
+        try:
+            return await asyncio.wait_for(stream.get_batch(), 5)
+        finally:
+            later.join(5)
+            if errors:
+                raise errors[0]
 
     assert asyncio.run(main()) == [("finish", 0, "stop", 1, 1)]
 
