@@ -21,7 +21,7 @@ demo: $(BIN)/.installed
 
 test: $(BIN)/.installed
 	$(BIN)/course stubs --check
-	COURSE_IMPL=solution $(BIN)/python -m pytest --impl solution --hidden-tests tests [0-9][0-9]_*/tests $(wildcard [0-9][0-9]_*/hidden_tests)
+	COURSE_IMPL=solution $(BIN)/python -m pytest --impl solution --hidden-tests $(wildcard tests) [0-9][0-9]_*/tests $(wildcard [0-9][0-9]_*/hidden_tests)
 
 clean-venv:
 	rm -rf $(VENV)

@@ -6,6 +6,7 @@
     course release OUT [--through NN] | --hidden OUT   the learner's / the grader's repository
     course demo [--stages 01]          run the reference stack end to end
     course bench 01 [-- ARGS]          run a stage's benchmark
+    course profile [--stages ...] [--out DIR]   profile the stack, write a Markdown report
     course stubs --write | --check     generate / verify the learner's stubs
     course doctor                      what this machine has (Python, torch, CUDA, Triton, kernel)
 """
@@ -406,6 +407,11 @@ def main(argv: list[str] | None = None) -> int:
         msg = e.args[0] if e.args else str(e)
         print(f"course {args.cmd}: {msg}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        # `course status | head`: the reader left; say nothing more (and keep Python's
+        # flush at exit from raising again on the closed pipe)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":
