@@ -148,6 +148,31 @@ def one_thread():
     torch.set_num_threads(before)
 
 
+def visible_conftest(hidden_conftest: str) -> dict:
+    """The names defined by a stage's `tests/conftest.py`, for its `hidden_tests/conftest.py`.
+
+    A stage folder is no package and pytest's importlib mode gives a conftest no importable
+    name, so hidden tests cannot `import` the visible tests' fixtures. Their conftest does
+
+        from course.pytest_plugin import visible_conftest
+        globals().update(visible_conftest(__file__))
+
+    and so defines the same fixtures (autouse ones included) and helpers, without a copy.
+    """
+    import importlib.util
+    import sys
+
+    path = Path(hidden_conftest).resolve().parent.parent / "tests" / "conftest.py"
+    name = f"_course_visible_conftest_{path.parent.parent.name}"
+    module = sys.modules.get(name)
+    if module is None:
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return {k: v for k, v in vars(module).items() if not k.startswith("__")}
+
+
 def exercise_of(item: pytest.Item) -> str | None:
     m = item.get_closest_marker("exercise")
     if m is None:
