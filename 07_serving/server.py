@@ -1152,6 +1152,7 @@ def serve_in_thread(engine: Engine, tokenizer: ByteTokenizer | None = None, conf
     while not server.started:
         if not thread.is_alive() or time.monotonic() > end:
             server.should_exit = True
+            thread.join(5)  # never leave a half-started server running behind the error
             raise RuntimeError(f"the server did not start within {start_timeout} s"
                                + (f": {handle.error!r}" if handle.error else ""))
         time.sleep(0.01)

@@ -6,7 +6,6 @@ import asyncio
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -215,33 +214,39 @@ def test_metrics_count_aborted_requests(start, kit):
 
 
 # ---- 7.7 -------------------------------------------------------------------------------------
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def _wait_until(condition, timeout: float, what: str) -> None:
+    """Poll `condition()` until true; fail after `timeout` s (reached only if something is broken)."""
+    end = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < end, f"timed out after {timeout:g} s waiting for {what}"
+        time.sleep(0.01)
 
 
 @pytest.mark.exercise("7.7")
-def test_cli_sigterm_with_a_stream_in_flight_exits_0():
+def test_cli_sigterm_with_a_stream_in_flight_exits_0(tmp_path):
     """The real process: SIGTERM while a request streams; the stream completes, a newcomer
     meanwhile gets 503, and the process exits 0."""
-    port = _free_port()
-    code = (f"import sys, course; sys.exit(course.load('server').main(['--port', '{port}', '--grace', '30', "
-            f"'--max-batch-size', '1', '--max-queue-tokens', '4096']))")  # one row: the requests in flight run one after another
-    proc = subprocess.Popen([sys.executable, "-c", code], cwd=root(), env=dict(os.environ, PYTHONPATH=str(root())),
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    url = f"http://127.0.0.1:{port}"
+    import re
+    import threading
+
+    # Port 0: the OS picks a free port at bind time (no pick-then-bind race with other
+    # processes); uvicorn logs the port it got once the server accepts connections, which is
+    # the readiness signal. The output goes to a file, never to a pipe nobody reads.
+    code = ("import sys, course; sys.exit(course.load('server').main(['--port', '0', '--grace', '30', "
+            "'--max-batch-size', '1', '--max-queue-tokens', '4096']))")  # one row: the requests in flight run one after another
+    log_path = tmp_path / "server.log"
+    with open(log_path, "wb") as log_file:
+        proc = subprocess.Popen([sys.executable, "-c", code], cwd=root(), stdout=log_file, stderr=subprocess.STDOUT,
+                                env=dict(os.environ, PYTHONPATH=str(root()), PYTHONUNBUFFERED="1"))
+
+    def output() -> str:
+        return log_path.read_text(errors="replace")
+
     try:
-        end = time.monotonic() + 40
-        while True:
-            try:
-                if httpx.get(f"{url}/health", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert proc.poll() is None and time.monotonic() < end, "the server did not come up"
-            time.sleep(0.1)
-        import threading
+        running = re.compile(r"Uvicorn running on http://127\.0\.0\.1:(\d+)")
+        _wait_until(lambda: running.search(output()) or proc.poll() is not None, 50, "the server to come up")
+        assert proc.poll() is None, f"the server exited with {proc.returncode}: {output()[-2000:]}"
+        url = f"http://127.0.0.1:{running.search(output()).group(1)}"
 
         oai = openai.OpenAI(base_url=f"{url}/v1", api_key="x", max_retries=0, timeout=60)
         stream = oai.completions.create(model=M, prompt="def f():", max_tokens=200, temperature=0, stream=True)
@@ -252,27 +257,31 @@ def test_cli_sigterm_with_a_stream_in_flight_exits_0():
         def wait_for_answer():
             try:
                 queued.append(oai.completions.create(model=M, prompt="class A:", max_tokens=200, temperature=0))
-            except BaseException as e:
+            except BaseException as e:  # re-raised in the test's thread
                 errors.append(e)
 
         waiters = [threading.Thread(target=wait_for_answer) for _ in range(2)]
         [t.start() for t in waiters]
-        end = time.monotonic() + 20
-        while httpx.get(f"{url}/health", timeout=5).json()["admitted"] < 3:  # all three admitted
-            assert time.monotonic() < end and not errors, f"the requests did not arrive {errors}"
-            time.sleep(0.01)
+
+        def health() -> dict:
+            return httpx.get(f"{url}/health", timeout=30).json()  # a body with the counts, even when 503
+
+        _wait_until(lambda: health()["admitted"] >= 3 or errors, 60, "the three requests to be admitted")
+        if errors:
+            raise errors[0]
         proc.send_signal(signal.SIGTERM)
-        time.sleep(0.2)
-        late = httpx.post(f"{url}/v1/completions", json={"model": M, "prompt": "x", "max_tokens": 1}, timeout=10)
+        # the drain has begun once /health says so (the handler runs on the server's next tick)
+        _wait_until(lambda: health()["status"] == "draining" or proc.poll() is not None, 30, "the drain to begin")
+        late = httpx.post(f"{url}/v1/completions", json={"model": M, "prompt": "x", "max_tokens": 1}, timeout=30)
         rest = list(it)
-        [t.join(60) for t in waiters]
+        [t.join(90) for t in waiters]
         if errors:
             raise errors[0]
         assert late.status_code == 503, late.text
         assert rest[-1].choices[0].finish_reason in ("stop", "length")
         assert len(queued) == 2 and all(r.choices[0].finish_reason in ("stop", "length") for r in queued), \
             "requests admitted before the signal must be answered"
-        assert proc.wait(30) == 0, proc.stdout.read()[-2000:]
+        assert proc.wait(60) == 0, output()[-2000:]
     finally:
         if proc.poll() is None:
             proc.kill()

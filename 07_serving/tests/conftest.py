@@ -5,8 +5,13 @@
   server, not about the text.
 - `start(**config)`: start a server over a fresh engine of `tiny_model` (a `ServerConfig`
   from the keyword arguments; `step_delay=` slows every engine step down, so that
-  requests overlap and deadlines pass on purpose); it is stopped when the test module
-  ends. Start-up has a short time limit, so a broken stub fails at once, never hangs.
+  requests overlap and deadlines pass on purpose; `gate=` a `threading.Event` that every
+  engine step waits for, so that a test decides when requests in flight may finish,
+  instead of guessing with a sleep); it is stopped when the test module ends, every gate
+  opened first, and the teardown fails if a server or engine thread outlives it.
+  Start-up has a short time limit, so a broken stub fails at once, never hangs.
+- `wait_until(condition)`: poll a condition until it holds, bounded (a readiness signal,
+  never a fixed sleep); fails with a message if the bound passes.
 - `server`: one such server shared by a test module, default settings.
 - `http(server)`: an httpx client for it. A 500 that says "TODO: Exercise 7.x" (a stub
   raised NotImplementedError inside the server) is re-raised here as that
@@ -17,6 +22,7 @@ Every load loop in these tests is bounded in count and in time and talks to loop
 
 from __future__ import annotations
 
+import threading
 import time
 from types import SimpleNamespace
 
@@ -47,12 +53,19 @@ def tiny_model() -> GPT:
     return m
 
 
-def slow(engine, delay: float):
-    """Make every engine step take at least `delay` seconds more (a slower model)."""
+GATE_TIMEOUT = 30.0  # a gate never opened (a failed test) holds an engine step this long at most
+
+
+def slow(engine, delay: float = 0.0, gate: threading.Event | None = None):
+    """Make every engine step take at least `delay` seconds more (a slower model), and,
+    with `gate`, wait (bounded) for the gate to be open before each step."""
     inner = engine.step
 
     def step():
-        time.sleep(delay)
+        if gate is not None:
+            gate.wait(GATE_TIMEOUT)
+        if delay:
+            time.sleep(delay)
         return inner()
 
     engine.step = step
@@ -61,21 +74,41 @@ def slow(engine, delay: float):
 
 @pytest.fixture(scope="module")
 def start(tiny_model):
-    handles = []
+    handles, gates = [], []
 
     srv = course.load("server")  # here, not at import: --impl is known only now
 
-    def run(*, step_delay: float = 0.0, max_batch_size: int = 8, model=None, **config):
+    def run(*, step_delay: float = 0.0, max_batch_size: int = 8, model=None, gate=None, **config):
         engine = srv.make_engine(model or tiny_model, max_batch_size=max_batch_size, max_tokens_per_step=64)
-        if step_delay:
-            slow(engine, step_delay)
+        if step_delay or gate is not None:
+            slow(engine, step_delay, gate)
+        if gate is not None:
+            gates.append(gate)
         handle = srv.serve_in_thread(engine, None, srv.ServerConfig(**config), start_timeout=5.0)
         handles.append(handle)
         return handle
 
     yield run
+    # Deterministic clean-up: no server thread, engine thread or event loop outlives the
+    # module (one left running would answer, log or raise during later tests, or while
+    # pytest itself is shutting down).
+    # Every server drains at once (in parallel), within one shared bound, so that the
+    # teardown stays far from the per-test time limit even when a drain is broken.
+    for g in gates:
+        g.set()
     for h in handles:
-        h.stop(timeout=10)
+        h.server.request_stop()
+    end = time.monotonic() + 10
+    alive = []
+    for h in handles:
+        try:
+            h.stop(timeout=max(0.1, end - time.monotonic()))  # forces the exit past the bound
+        finally:
+            engine_thread = getattr(getattr(h.state, "loop", None), "_thread", None)
+            if engine_thread is not None and engine_thread.is_alive():
+                engine_thread.join(5)
+            alive += [t.name for t in (h.thread, engine_thread) if t is not None and t.is_alive()]
+    assert not alive, f"threads still running after the servers were stopped: {alive}"
 
 
 @pytest.fixture(scope="module")
@@ -111,6 +144,16 @@ def async_client(handle, timeout: float = 10.0, **kw) -> httpx.AsyncClient:
 def http(server):
     with client(server) as c:
         yield c
+
+
+def wait_until(condition, timeout: float = 30.0, what: str = "the condition", poll: float = 0.01) -> None:
+    """Poll `condition()` until it is true; fail (never hang) after `timeout` seconds.
+    The bound is generous on purpose: it is reached only when something is broken."""
+    end = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > end:
+            pytest.fail(f"timed out after {timeout:g} s waiting for {what}")
+        time.sleep(poll)
 
 
 def health(handle) -> dict:
@@ -155,5 +198,6 @@ def sse_events(raw: bytes) -> list[str]:
 def kit() -> SimpleNamespace:
     """The helpers above, for test modules (a conftest is not importable by name here)."""
     return SimpleNamespace(client=client, async_client=async_client, health=health, settle=settle,
+                           wait_until=wait_until,
                            assert_clean=assert_clean, sse_events=sse_events, slow=slow, MODEL=MODEL,
                            CONTEXT=CONTEXT)

@@ -75,14 +75,16 @@ def test_first_token_deadline_while_queued(start, kit):
 
         def first():
             try:
-                results["a"] = c.post("/v1/completions", json={"model": M, "prompt": "a", "max_tokens": 40,
+                results["a"] = c.post("/v1/completions", json={"model": M, "prompt": "a", "max_tokens": 100,
                                                                "temperature": 0})
             except BaseException as e:  # re-raised below, in the test's thread
                 results["error"] = e
         t = threading.Thread(target=first)
         t.start()
-        import time
-        time.sleep(0.1)
+        # "a" holds the row (>= 100 steps of 20 ms) before "b" is sent: a readiness signal, not a sleep
+        kit.wait_until(lambda: kit.health(h)["running"] == 1 or not t.is_alive(), what='"a" to be running')
+        if "error" in results:
+            raise results["error"]
         r = c.post("/v1/completions", json={"model": M, "prompt": "b", "max_tokens": 5, "temperature": 0})
         t.join(20)
         if "error" in results:
