@@ -27,6 +27,16 @@ from solutions.kv_cache import generate
 CONTEXT = 48
 
 
+def pytest_collection_finish(session):
+    """Start exercise 6.5's interpreter run (a fresh process) as soon as the tests are
+    collected, when any of its cases is selected: see `_RUN` in test_paged_triton.py."""
+    for item in session.items:
+        start = getattr(getattr(item, "module", None), "start_interpreted_early", None)
+        if start is not None and "interpreted" in getattr(item, "fixturenames", ()):
+            start()
+            return
+
+
 @pytest.fixture(scope="module", autouse=True)
 def _single_threaded(one_thread):
     """Every test module here runs on one torch thread (the course plugin's `one_thread`)."""

@@ -8,6 +8,7 @@ too large for int32 offsets."""
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import subprocess
@@ -28,26 +29,79 @@ import triton_cases  # noqa: E402
 needs_triton = pytest.mark.skipif(not p.HAS_TRITON, reason="triton is not installed (it installs on Linux x86-64 only)")
 
 
-def run_interpreted(cases=None) -> dict[str, dict]:
-    """Run cases (default: triton_cases.CASES) under TRITON_INTERPRET=1 in a fresh process."""
+def start_interpreted(cases=None) -> subprocess.Popen:
+    """Start the cases (default: triton_cases.CASES) under TRITON_INTERPRET=1 in a fresh process."""
     env = dict(os.environ, TRITON_INTERPRET="1", COURSE_IMPL=loader.current_impl(), OMP_NUM_THREADS="1")
     argv = [] if cases is None else [json.dumps(cases)]
-    proc = subprocess.run([sys.executable, str(HERE / "triton_cases.py"), *argv], capture_output=True, text=True,
-                          env=env, timeout=240, cwd=str(loader.root()))
+    return subprocess.Popen([sys.executable, str(HERE / "triton_cases.py"), *argv], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True, env=env,
+                            cwd=str(loader.root()))
+
+
+def finish_interpreted(proc: subprocess.Popen, cases=None) -> dict[str, dict]:
+    """Wait for a run `start_interpreted` began; its result rows by case name. A run that
+    crashed or left a case out fails here, naming the missing cases (not a KeyError later)."""
+    try:
+        out, err = proc.communicate(timeout=240)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        pytest.fail("the interpreter run did not finish within 240 s")
     results = {}
-    for line in proc.stdout.splitlines():
+    for line in out.splitlines():
         if line.startswith("{"):
             row = json.loads(line)
             results[row["case"]] = row
-    if not results:
-        pytest.fail(f"the interpreter run printed nothing (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
+    missing = [c[0] for c in (triton_cases.CASES if cases is None else cases) if c[0] not in results]
+    if missing or proc.returncode != 0:
+        pytest.fail(f"the interpreter run ended with exit {proc.returncode} without a result for "
+                    f"{missing or 'no case'}:\n{err[-3000:]}")
     return results
+
+
+def run_interpreted(cases=None) -> dict[str, dict]:
+    """Run cases (default: triton_cases.CASES) under TRITON_INTERPRET=1 in a fresh process."""
+    return finish_interpreted(start_interpreted(cases), cases)
+
+
+#: The module's one interpreter run: started when the tests are collected (the stage's
+#: conftest calls `start_interpreted_early`), so that its start-up (importing torch and
+#: triton: ~2 s, far more on a loaded machine) overlaps the other tests instead of being
+#: charged to the first case's time limit; and its outcome, failure included, is shared by
+#: every case. (A fixture interrupted by the per-test time limit is not cached by pytest:
+#: each later case would start the run again under a fresh limit, so which cases failed
+#: depended on the machine's load.)
+_RUN: dict[str, object] = {}
+
+
+def start_interpreted_early() -> None:
+    if "proc" not in _RUN and p.HAS_TRITON:
+        _RUN["proc"] = start_interpreted()
+        atexit.register(_stop_early_run)
+
+
+def _stop_early_run() -> None:
+    proc = _RUN.get("proc")
+    if isinstance(proc, subprocess.Popen) and proc.poll() is None:
+        proc.kill()
+        proc.wait()
 
 
 @pytest.fixture(scope="module")
 def interpreted() -> dict[str, dict]:
     """Every case of triton_cases.py, run in the interpreter once for the module."""
-    return run_interpreted()
+    if "failed" in _RUN:
+        pytest.fail(f"the shared interpreter run failed earlier: {_RUN['failed']}")
+    if "results" not in _RUN:
+        if "proc" not in _RUN:
+            _RUN["proc"] = start_interpreted()
+        try:
+            _RUN["results"] = finish_interpreted(_RUN["proc"])
+        except BaseException as e:  # a failure, or the time limit's alarm: every case reports it
+            _stop_early_run()
+            _RUN["failed"] = f"{type(e).__name__}: {e}"
+            raise
+    return _RUN["results"]
 
 
 def check(row: dict, atol: float) -> None:
