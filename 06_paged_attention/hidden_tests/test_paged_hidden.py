@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import course
@@ -31,7 +31,7 @@ _attention_tests = _load("test_paged_attention")  # its helpers; loaded once, ou
 # ---- 6.1 ----------------------------------------------------------------------------------------
 
 @pytest.mark.exercise("6.1")
-@settings(deadline=None, max_examples=30)
+@settings(deadline=None, suppress_health_check=[HealthCheck.too_slow], max_examples=30)
 @given(ops=st.lists(st.tuples(st.sampled_from(["alloc", "free", "fork"]), st.integers(0, 6)), max_size=60))
 def test_allocator_against_a_model_of_reference_counts(ops):
     a = p.BlockAllocator(9, 5)
@@ -95,7 +95,7 @@ def test_forward_cached_through_view_with_other_block_sizes(model, bs):
 # ---- 6.4 ----------------------------------------------------------------------------------------
 
 @pytest.mark.exercise("6.4")
-@settings(deadline=None, max_examples=15)
+@settings(deadline=None, suppress_health_check=[HealthCheck.too_slow], max_examples=15)
 @given(bs=st.integers(8, 13), T=st.integers(1, 8), data=st.data())
 def test_paged_attention_float64_and_long_chunks(bs, T, data):
     gen = torch.Generator().manual_seed(data.draw(st.integers(0, 999)))

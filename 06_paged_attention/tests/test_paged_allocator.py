@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from hypothesis import settings
+from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
@@ -178,5 +178,6 @@ class PagedMemory(RuleBasedStateMachine):
             assert self.cache.allocator.num_free_blocks == N_BLOCKS, "blocks leaked after freeing every row"
 
 
-PagedMemory.TestCase.settings = settings(max_examples=50, stateful_step_count=50, deadline=None)
+PagedMemory.TestCase.settings = settings(max_examples=50, stateful_step_count=50, deadline=None,
+                                           suppress_health_check=[HealthCheck.too_slow])
 test_paged_memory_state_machine = pytest.mark.exercise("6.6")(PagedMemory.TestCase)

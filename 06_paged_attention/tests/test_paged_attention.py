@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import course
@@ -46,7 +46,7 @@ def dense_reference(q, K, V, q_pos):
     return F.scaled_dot_product_attention(q, K, V, attn_mask=mask)
 
 
-@settings(deadline=None, max_examples=40)
+@settings(deadline=None, suppress_health_check=[HealthCheck.too_slow], max_examples=40)
 @given(bs=st.integers(1, 9), B=st.integers(1, 4), T=st.integers(1, 5), H=st.integers(1, 3),
        D=st.sampled_from([4, 6, 8]), data=st.data())
 def test_paged_equals_contiguous_attention(bs, B, T, H, D, data):

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import course
@@ -32,7 +32,7 @@ def test_blocks_needed(n, bs, want):
 
 
 @pytest.mark.exercise("6.2")
-@settings(deadline=None, max_examples=25)
+@settings(deadline=None, suppress_health_check=[HealthCheck.too_slow], max_examples=25)
 @given(bs=st.integers(1, 7), data=st.data())
 def test_slot_mapping_matches_the_definition(bs, data):
     B, nb = 3, 5
@@ -91,7 +91,7 @@ def test_bad_configurations_are_clear_errors():
 # ---- 6.3 -----------------------------------------------------------------------------------
 
 @pytest.mark.exercise("6.3")
-@settings(deadline=None, max_examples=20)
+@settings(deadline=None, suppress_health_check=[HealthCheck.too_slow], max_examples=20)
 @given(bs=st.integers(1, 6), data=st.data())
 def test_view_returns_what_was_written(bs, data):
     """Random ragged writes through the block tables; every view equals a dense reference.

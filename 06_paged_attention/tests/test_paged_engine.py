@@ -6,7 +6,7 @@ are by free blocks; the number running is limited by memory, not by max_len x ro
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import course
@@ -42,7 +42,7 @@ def test_same_tokens_as_stage_05_and_alone(model, alone, serve, contiguous, poli
         assert r.output == alone(r.prompt, r.max_new_tokens)[0]
 
 
-@settings(deadline=None, max_examples=8)
+@settings(deadline=None, suppress_health_check=[HealthCheck.too_slow], max_examples=8)
 @given(seed=st.integers(0, 10_000), bs=st.integers(1, 9), blocks=st.integers(12, 40),
        budget=st.sampled_from([None, 5, 9]), prefix=st.booleans())
 def test_random_traces_and_tight_memory(model, alone, serve, seed, bs, blocks, budget, prefix):
