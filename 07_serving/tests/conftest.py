@@ -160,8 +160,10 @@ def health(handle) -> dict:
     return httpx.get(f"{handle.url}/health", timeout=5).json()
 
 
-def settle(handle, timeout: float = 5.0) -> dict:
-    """Wait (bounded) until the server holds no request at all; return its /health."""
+def settle(handle, timeout: float = 30.0) -> dict:
+    """Wait (bounded) until the server holds no request at all; return its /health. The
+    bound is generous (aborts and clean-up lag behind on a loaded machine); a clean server
+    returns at once."""
     end = time.monotonic() + timeout
     while True:
         h = health(handle)

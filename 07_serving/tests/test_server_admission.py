@@ -4,7 +4,10 @@ Retry-After at once, before any work; admitted requests are never dropped."""
 from __future__ import annotations
 
 import asyncio
+import threading
+import time
 
+import httpx
 import pytest
 
 import course
@@ -60,7 +63,8 @@ def test_request_larger_than_memory_is_400_and_draining_is_503():
 
 def test_overload_gets_503_at_once_and_no_admitted_request_is_lost(start, kit):
     # 4 rows x 128 positions = 512 tokens = 32 blocks; each request may need 4 blocks (9 fit memory + queue)
-    h = start(step_delay=0.01, max_batch_size=4, max_queue_tokens=64)
+    gate = threading.Event()  # closed: the engine runs no step, so no admitted request can finish
+    h = start(max_batch_size=4, max_queue_tokens=64, gate=gate)
     n = 24
 
     async def one(c, i):
@@ -69,10 +73,28 @@ def test_overload_gets_503_at_once_and_no_admitted_request_is_lost(start, kit):
         return r
 
     async def main():
-        async with kit.async_client(h, timeout=30) as c:
-            return await asyncio.gather(*(one(c, i) for i in range(n)))
+        async with kit.async_client(h, timeout=60, limits=httpx.Limits(max_connections=n)) as c:
+            tasks = [asyncio.ensure_future(one(c, i)) for i in range(n)]
+            # While the gate is closed nothing frees capacity: every answer that comes now is a
+            # refusal given at once, not after waiting in a queue. Wait (bounded) until all n
+            # were decided and every refusal has arrived.
+            end = time.monotonic() + 20
+            while True:
+                done = [t for t in tasks if t.done()]
+                if any(t.exception() is not None for t in done):
+                    break  # a stub's TODO, a lost connection: re-raised below
+                health = (await c.get("/health")).json()
+                if health["admitted"] + health["rejected"] == n and len(done) == health["rejected"]:
+                    break
+                if time.monotonic() > end:
+                    pytest.fail(f"refusals did not come while the engine was held: {health}, {len(done)} answered")
+                await asyncio.sleep(0.01)
+            early = [t.result() for t in done]
+            gate.set()
+            return early, await asyncio.gather(*tasks)
 
-    rs = asyncio.run(main())
+    early, rs = asyncio.run(main())
+    assert all(r.status_code == 503 for r in early), [r.status_code for r in early]
     codes = [r.status_code for r in rs]
     assert set(codes) <= {200, 503}, codes
     rejected = [r for r in rs if r.status_code == 503]
@@ -82,7 +104,6 @@ def test_overload_gets_503_at_once_and_no_admitted_request_is_lost(start, kit):
     for r in rejected:
         assert r.headers["Retry-After"].isdigit() and int(r.headers["Retry-After"]) >= 1
         assert r.json()["error"]["code"] == "overloaded"
-        assert r.elapsed.total_seconds() < 1.0, "a refusal must come at once, not after queueing"
     for r in ok:
         c = r.json()["choices"][0]
         assert c["finish_reason"] in ("stop", "length")
