@@ -126,7 +126,7 @@ def test_chat_stream_deadline_event(start, kit):
 # ---- 7.4 -------------------------------------------------------------------------------------
 @pytest.mark.exercise("7.4")
 def test_chat_disconnects_with_n_2_free_everything(start, kit):
-    h = start(step_delay=0.005, max_queue_tokens=1 << 20)
+    h = start(step_delay=0.02, max_queue_tokens=1 << 20)  # 100 tokens >= 2 s: longer than any lag in seeing a client leave
 
     async def one(c, i):
         body = {"model": M, "messages": [{"role": "user", "content": f"c{i}"}], "max_tokens": 100, "n": 2,
