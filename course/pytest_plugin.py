@@ -363,10 +363,43 @@ class CourseTimeout(BaseException):
 _timer_lock = threading.Lock()
 
 
+_in_phase = False  # inside a test's setup, call or teardown (not pytest's own reporting)
+
+
 def _on_alarm(limit: float):
     def handler(signum, frame):
+        if not _in_phase:
+            # The alarm came while pytest itself was between phases (making or logging a
+            # report): an exception there would crash the whole session (INTERNALERROR).
+            # Fire again shortly, inside the next phase, or never if the test is done.
+            signal.setitimer(signal.ITIMER_REAL, 0.05)
+            return
         raise CourseTimeout(f"Timeout: the test ran longer than its time limit of {limit:g} s")
     return handler
+
+
+def _in_test_phase():
+    global _in_phase
+    _in_phase = True
+    try:
+        return (yield)
+    finally:
+        _in_phase = False
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item: pytest.Item):
+    return (yield from _in_test_phase())
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item):
+    return (yield from _in_test_phase())
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem):
+    return (yield from _in_test_phase())
 
 
 @pytest.hookimpl(tryfirst=True)
