@@ -130,7 +130,7 @@ def test_chat_disconnects_with_n_2_free_everything(start, kit):
 
     async def one(c, i):
         body = {"model": M, "messages": [{"role": "user", "content": f"c{i}"}], "max_tokens": 100, "n": 2,
-                "temperature": 1.0, "stream": True}
+                "temperature": 0, "stream": True}  # greedy: none of these 20 stops before 100 tokens
         async with c.stream("POST", "/v1/chat/completions", json=body) as r:
             async for line in r.aiter_lines():
                 if line.startswith("data: {") and '"role"' not in line:  # past the role chunk
@@ -207,7 +207,8 @@ def test_request_log_uses_prefix_hits_when_the_engine_has_them():
 def test_metrics_count_aborted_requests(start, kit):
     h = start(step_delay=0.01, timeout_s=0.15)
     with kit.client(h) as c:
-        assert c.post("/v1/completions", json={"model": M, "prompt": "z", "max_tokens": 100}).status_code == 504
+        assert c.post("/v1/completions", json={"model": M, "prompt": "z", "max_tokens": 100,
+                                                 "temperature": 0}).status_code == 504
     kit.assert_clean(h)
     m = h.state.metrics.registry.get_sample_value
     assert m("vllm:request_success_total", {"model_name": M, "finished_reason": "abort"}) == 1
