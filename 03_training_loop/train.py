@@ -909,6 +909,7 @@ def _run(args: argparse.Namespace, argv: list[str] | None, cfg: TrainConfig, out
         print(f"saved {out} ({out.stat().st_size / 1e6:.1f} MB)")
         print(sample_gpt(model, "def ", 200, temperature=0.8))
     if world > 1:
+        dist.barrier()  # rank 0 may still be saving and sampling: the ranks leave the group together
         dist.destroy_process_group()
     return 0
 
@@ -928,4 +929,15 @@ def demo() -> None:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    code = main()
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        # A rank of a torchrun job leaves without interpreter finalisation. Gloo's worker
+        # threads release a collective's tensors a moment after the collective returns; when
+        # that happens while Python is finalising, the release needs the GIL of a dying
+        # interpreter and the process aborts (SIGABRT, "terminate called without an active
+        # exception") after all its work is done: PyTorch's own tracking of this is
+        # pytorch/pytorch PR #179291. Everything is written (atomically) by now.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    raise SystemExit(code)
