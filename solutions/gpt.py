@@ -226,6 +226,27 @@ class GPT(nn.Module):
         return model.eval()
 
 
+def random_gpt(context: int, *, seed: int = 1234, std: float = 0.5, dtype: torch.dtype = torch.float32,
+               n_layer: int = 2, n_head: int = 2, n_embd: int = 32) -> GPT:
+    """A tiny GPT with random weights, for testing the machinery around a model (caches,
+    schedulers, servers) rather than the model.
+
+    Its matrices are drawn with standard deviation `std`, not GPT-2's 0.02: a tiny model
+    initialised the GPT-2 way predicts much the same token whatever the context, which would
+    hide a request that reads another request's cache row or the wrong position. With std
+    0.5 the next token depends on the context, and in float64 its top logits lie far apart
+    next to the ~1e-15 that batching or paging changes, so outputs can be compared exactly.
+    Seeds torch's global generator with `seed` (the same weights on every call).
+    """
+    torch.manual_seed(seed)
+    model = GPT(GPTConfig(block_size=context, n_layer=n_layer, n_head=n_head, n_embd=n_embd)).to(dtype).eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.dim() >= 2:
+                p.normal_(0.0, std)
+    return model
+
+
 # ---- the course's default model -----------------------------------------------------------
 
 def save_checkpoint(model: GPT, path: str | Path, meta: dict | None = None, half: bool = True) -> Path:

@@ -1,11 +1,11 @@
 """Shared fixtures of stage 05's tests.
 
-- `model`: a tiny random GPT (2 layers, 2 heads, width 32, context 48) in float64. Its
-  matrices are drawn with std 0.5 instead of GPT-2's 0.02: with the default init a tiny
+- `model`: `solutions.gpt.random_gpt` (2 layers, 2 heads, width 32, context 48) in float64.
+  Its matrices are drawn with std 0.5 instead of GPT-2's 0.02: with the default init a tiny
   model repeats one token whatever the context, which would hide a request reading the
   wrong cache row or position. In float64 its top logits are ~1e-2 apart and batching
   changes them by ~1e-15, so "batched == alone" can be checked exactly.
-- `alone`: the oracle — stage 04's `generate` on one prompt at a time.
+- `alone`: the oracle — stage 04's `generate` on one prompt at a time (`generate_alone`).
 - `checked`: wraps an engine so that every step is followed by `check_invariants`.
 - `serve_trace`: replay a trace on a `ManualClock` (deterministic), invariants checked.
 
@@ -15,14 +15,14 @@ and a second thread only adds synchronisation, or worse, on a busy machine.
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import lru_cache, partial
 
 import pytest
 import torch
 
 import course
-from solutions.gpt import GPT, GPTConfig
-from solutions.kv_cache import generate
+from solutions.gpt import GPT, random_gpt
+from solutions.kv_cache import generate_alone
 
 CONTEXT = 48
 
@@ -34,29 +34,14 @@ def _single_threaded(one_thread):
 
 @pytest.fixture(scope="session")
 def model() -> GPT:
-    torch.manual_seed(1234)
-    m = GPT(GPTConfig(block_size=CONTEXT, n_layer=2, n_head=2, n_embd=32)).double().eval()
-    with torch.no_grad():
-        for p in m.parameters():
-            if p.dim() >= 2:
-                p.normal_(0.0, 0.5)
-    return m
+    return random_gpt(CONTEXT, dtype=torch.float64)
 
 
 @pytest.fixture(scope="session")
 def alone(model):
-    """alone(prompt, n, sampling=None, stop=()) -> (tokens, finish reason), generated alone."""
-
-    @lru_cache(maxsize=None)
-    def run(prompt: tuple, n: int, sampling=None, stop: tuple = ()):
-        kw = {}
-        if sampling is not None and sampling.temperature > 0:
-            kw = dict(temperature=sampling.temperature, top_k=sampling.top_k, top_p=sampling.top_p,
-                      generator=torch.Generator().manual_seed(sampling.seed))
-        res = generate(model, [list(prompt)], n, stop=list(stop) or None, **kw)
-        return res.tokens[0], res.finish_reasons[0]
-
-    return run
+    """alone(prompt: tuple, n, sampling=None, stop=()) -> (tokens, finish reason), generated
+    alone (`generate_alone`, cached)."""
+    return lru_cache(maxsize=None)(partial(generate_alone, model))
 
 
 def check_invariants(engine) -> None:

@@ -1,10 +1,10 @@
 """Shared fixtures of stage 06's tests.
 
-- `model`: a tiny random GPT (2 layers, 2 heads, width 32, context 48) in float64, its
-  matrices drawn with std 0.5 (with GPT-2's 0.02 a tiny model repeats one token whatever
+- `model`: `solutions.gpt.random_gpt` (2 layers, 2 heads, width 32, context 48) in float64,
+  its matrices drawn with std 0.5 (with GPT-2's 0.02 a tiny model repeats one token whatever
   the context, which would hide a wrong block or position). In float64 its top logits are
   far apart next to what paging changes (~1e-15), so outputs are compared exactly.
-- `alone`: the oracle — stage 04's `generate` on one prompt at a time.
+- `alone`: the oracle — stage 04's `generate` on one prompt at a time (`generate_alone`).
 - `contiguous`: the other oracle — stage 05's `Engine` on the same trace.
 - `check_paged(engine)`: what must hold between any two steps of a `PagedEngine`.
 - `serve(make_engine, trace)`: replay a trace on a ManualClock, invariants after every step.
@@ -14,15 +14,15 @@ Every test module runs torch on one thread (restored afterwards).
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import lru_cache, partial
 
 import pytest
 import torch
 
 import course
 from solutions.batching import Engine, ManualClock, replay
-from solutions.gpt import GPT, GPTConfig
-from solutions.kv_cache import generate
+from solutions.gpt import GPT, random_gpt
+from solutions.kv_cache import generate_alone
 
 CONTEXT = 48
 
@@ -42,35 +42,16 @@ def _single_threaded(one_thread):
     """Every test module here runs on one torch thread (the course plugin's `one_thread`)."""
 
 
-def tiny_model(seed: int = 1234, context: int = CONTEXT, dtype=torch.float64) -> GPT:
-    torch.manual_seed(seed)
-    m = GPT(GPTConfig(block_size=context, n_layer=2, n_head=2, n_embd=32)).to(dtype).eval()
-    with torch.no_grad():
-        for p in m.parameters():
-            if p.dim() >= 2:
-                p.normal_(0.0, 0.5)
-    return m
-
-
 @pytest.fixture(scope="session")
 def model() -> GPT:
-    return tiny_model()
+    return random_gpt(CONTEXT, dtype=torch.float64)
 
 
 @pytest.fixture(scope="session")
 def alone(model):
-    """alone(prompt, n, sampling=None, stop=()) -> (tokens, finish reason), generated alone."""
-
-    @lru_cache(maxsize=None)
-    def run(prompt: tuple, n: int, sampling=None, stop: tuple = ()):
-        kw = {}
-        if sampling is not None and sampling.temperature > 0:
-            kw = dict(temperature=sampling.temperature, top_k=sampling.top_k, top_p=sampling.top_p,
-                      generator=torch.Generator().manual_seed(sampling.seed))
-        res = generate(model, [list(prompt)], n, stop=list(stop) or None, **kw)
-        return res.tokens[0], res.finish_reasons[0]
-
-    return run
+    """alone(prompt: tuple, n, sampling=None, stop=()) -> (tokens, finish reason), generated
+    alone (`generate_alone`, cached)."""
+    return lru_cache(maxsize=None)(partial(generate_alone, model))
 
 
 def check_paged(engine) -> None:

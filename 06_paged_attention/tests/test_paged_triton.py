@@ -157,15 +157,11 @@ def test_kernel_on_a_pool_past_int32_offsets():
 @pytest.mark.gpu
 def test_paged_engine_on_cuda_matches_the_contiguous_engine():
     """The whole engine on the GPU (attention through the Triton kernel for decode)."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("_stage06_conftest", HERE / "conftest.py")
-    conftest = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(conftest)
     from solutions.batching import ContinuousBatching, Engine, ManualClock, replay
+    from solutions.gpt import random_gpt
     from solutions.workload import make_trace
 
-    model = conftest.tiny_model(dtype=torch.float32).cuda()
+    model = random_gpt(48, dtype=torch.float32).cuda()  # the CPU tests' model (conftest.CONTEXT), in fp32
     trace = make_trace(12, profile="mix", seed=4, short_prompt=(2, 10), long_prompt=(14, 26),
                        short_output=(2, 8), long_output=(8, 16))
     outs = []

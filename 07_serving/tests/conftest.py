@@ -1,7 +1,7 @@
 """Shared fixtures of stage 07's tests: real uvicorn servers on 127.0.0.1, ephemeral ports.
 
-- `tiny_model`: a small random GPT (2 layers, width 32, context 128; matrices drawn with
-  std 0.5 so that its answers vary with the prompt). Fast: these tests are about the
+- `tiny_model`: `solutions.gpt.random_gpt` (2 layers, width 32, context 128; matrices drawn
+  with std 0.5 so that its answers vary with the prompt). Fast: these tests are about the
   server, not about the text.
 - `start(**config)`: start a server over a fresh engine of `tiny_model` (a `ServerConfig`
   from the keyword arguments; `step_delay=` slows every engine step down, so that
@@ -28,10 +28,9 @@ from types import SimpleNamespace
 
 import httpx
 import pytest
-import torch
 
 import course
-from solutions.gpt import GPT, GPTConfig
+from solutions.gpt import GPT, random_gpt
 
 MODEL = "course-gpt"
 CONTEXT = 128
@@ -44,13 +43,7 @@ def _single_threaded(one_thread):
 
 @pytest.fixture(scope="session")
 def tiny_model() -> GPT:
-    torch.manual_seed(1234)
-    m = GPT(GPTConfig(block_size=CONTEXT, n_layer=2, n_head=2, n_embd=32)).eval()
-    with torch.no_grad():
-        for p in m.parameters():
-            if p.dim() >= 2:
-                p.normal_(0.0, 0.5)
-    return m
+    return random_gpt(CONTEXT)
 
 
 GATE_TIMEOUT = 30.0  # a gate never opened (a failed test) holds an engine step this long at most
