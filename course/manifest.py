@@ -113,24 +113,24 @@ STAGES: tuple[Stage, ...] = (
     # --- stage 06 -------------------------------------------------------------------
     Stage("06", "paged", "06_paged_attention", "Paged attention", _ex(
         ("6.1", "BlockAllocator: free queue and reference counts", 10),
-        ("6.2", "Block tables and the slot mapping", 10),
-        ("6.3", "PagedKVCache: scatter and gather through blocks", 10),
-        ("6.4", "Paged attention in PyTorch", 15),
-        ("6.5", "A Triton paged-decode kernel", 15),
-        ("6.6", "Prefix caching: chained hashes, LRU reuse", 15),
-        ("6.7", "Fork and copy-on-write", 10),
-        ("6.8", "The engine on paged memory", 15),
+        ("6.2", "Block tables and the slot mapping", 10, "6.1"),
+        ("6.3", "PagedKVCache: scatter and gather through blocks", 10, "6.1 6.2"),
+        ("6.4", "Paged attention in PyTorch", 15, "6.1 6.2 6.3"),
+        ("6.5", "A Triton paged-decode kernel", 15, "6.2 6.4"),
+        ("6.6", "Prefix caching: chained hashes, LRU reuse", 15, "6.1 6.2"),
+        ("6.7", "Fork and copy-on-write", 10, "6.1 6.2 6.3 6.4 6.6 6.8"),
+        ("6.8", "The engine on paged memory", 15, "6.1 6.2 6.3 6.4 6.6"),
     )),
     # --- end stage 06 ---------------------------------------------------------------
     # --- stage 07 -------------------------------------------------------------------
     Stage("07", "server", "07_serving", "Serving: an OpenAI-compatible HTTP server", _ex(
         ("7.1", "Request validation: OpenAI-shaped 4xx errors", 20),
-        ("7.2", "Admission control by KV blocks: 503 + Retry-After", 15),
-        ("7.3", "Deadlines: first token and total", 10),
-        ("7.4", "Cancellation on client disconnect", 15),
-        ("7.5", "The streaming bridge and SSE framing", 15),
-        ("7.6", "Metrics and the per-request log line", 15),
-        ("7.7", "Graceful shutdown", 10),
+        ("7.2", "Admission control by KV blocks: 503 + Retry-After", 15, "7.1"),
+        ("7.3", "Deadlines: first token and total", 10, "7.1"),
+        ("7.4", "Cancellation on client disconnect", 15, "7.1"),
+        ("7.5", "The streaming bridge and SSE framing", 15, "7.1"),
+        ("7.6", "Metrics and the per-request log line", 15, "7.1"),
+        ("7.7", "Graceful shutdown", 10, "7.1 7.2"),
     )),
     # --- end stage 07 ---------------------------------------------------------------
     # --- stage 08 -------------------------------------------------------------------
@@ -141,7 +141,7 @@ STAGES: tuple[Stage, ...] = (
         ("8.4", "Throughput vs batch, and the knee", 15),
         ("8.5", "The roofline: FLOPs, bytes, regime", 20),
         ("8.6", "Request latency and the next change", 15),
-        ("8.7", "The profile report", 10),
+        ("8.7", "The profile report", 10, "8.3 8.4 8.6"),
     )),
     # --- end stage 08 ---------------------------------------------------------------
 )

@@ -180,4 +180,5 @@ class PagedMemory(RuleBasedStateMachine):
 
 PagedMemory.TestCase.settings = settings(max_examples=50, stateful_step_count=50, deadline=None,
                                            suppress_health_check=[HealthCheck.too_slow])
-test_paged_memory_state_machine = pytest.mark.exercise("6.6")(PagedMemory.TestCase)
+# it forks (6.7) and uses the prefix cache (6.6): it counts for the last of them, which requires the others
+test_paged_memory_state_machine = pytest.mark.exercise("6.7")(PagedMemory.TestCase)

@@ -1,7 +1,9 @@
 """Exercise 6.6: prefix caching — chained block hashes, hits that check the tokens, LRU
 reuse of freed cached blocks — and regression tests for the bugs public engines shipped:
 a stale hash entry when a block is reused, a 100% prefix hit (the last token must still
-be computed), a preempted request that hits the prefix cache when it comes back."""
+be computed), a preempted request that hits the prefix cache when it comes back. The tests
+that run requests through the `PagedEngine` count for 6.8 (which requires 6.6), so that
+with 6.8 unfilled they are "blocked by 6.8" rather than failures of 6.6."""
 
 from __future__ import annotations
 
@@ -79,6 +81,7 @@ def prompts_sharing(prefix_len: int, n: int, seed: int = 0) -> list[tuple[int, .
                                          generator=g).tolist()) for _ in range(n)]
 
 
+@pytest.mark.exercise("6.8")  # through the PagedEngine
 @pytest.mark.parametrize("bs", [4, 5])
 def test_shared_prefix_hits_and_outputs_are_unchanged(model, alone, serve, bs):
     prompts = prompts_sharing(20, 6)
@@ -96,6 +99,7 @@ def test_shared_prefix_hits_and_outputs_are_unchanged(model, alone, serve, bs):
     assert prefill == sum(len(r.prompt) for r in res.requests) - e.prefix_hits - 0, "hits were recomputed"
 
 
+@pytest.mark.exercise("6.8")  # through the PagedEngine
 def test_full_prefix_hit_still_computes_the_last_token(model, alone):
     e = p.PagedEngine(model, ContinuousBatching(2), block_size=4, num_blocks=20)
     prompt = tuple(range(30, 46))  # 16 tokens: 4 full blocks
@@ -109,6 +113,7 @@ def test_full_prefix_hit_still_computes_the_last_token(model, alone):
     assert first.output == again.output == alone(prompt, 5)[0]
 
 
+@pytest.mark.exercise("6.8")  # through the PagedEngine
 def test_stale_hash_entry_is_never_hit(model, alone):
     """A cached block evicted and rewritten by someone else must not be found by its old hash."""
     e = p.PagedEngine(model, ContinuousBatching(1), block_size=4, num_blocks=10)
@@ -127,6 +132,7 @@ def test_stale_hash_entry_is_never_hit(model, alone):
     e.allocator.check()
 
 
+@pytest.mark.exercise("6.8")  # through the PagedEngine
 def test_preempted_request_hits_the_cache_when_it_comes_back(model, alone, serve):
     """Memory so tight that requests are preempted; their freed blocks stay cached, and
     coming back they start from them — with the same outputs."""
@@ -145,6 +151,7 @@ def test_preempted_request_hits_the_cache_when_it_comes_back(model, alone, serve
     assert recomputed < sum(s.prefill_tokens for s in no_cache.steps), "resumed requests recomputed everything"
 
 
+@pytest.mark.exercise("6.8")  # through the PagedEngine
 def test_prefix_caching_off_never_hits(model, serve):
     prompts = prompts_sharing(20, 4)
     trace = Trace(tuple(TraceRequest(0.05 * i, pr, 4) for i, pr in enumerate(prompts)))
