@@ -935,8 +935,8 @@ if __name__ == "__main__":
         # threads release a collective's tensors a moment after the collective returns; when
         # that happens while Python is finalising, the release needs the GIL of a dying
         # interpreter and the process aborts (SIGABRT, "terminate called without an active
-        # exception") after all its work is done: PyTorch's own tracking of this is
-        # pytorch/pytorch PR #179291. Everything is written (atomically) by now.
+        # exception") after all its work is done. The race is described in pytorch/pytorch
+        # PR #179291 (closed unmerged). Everything is written (atomically) by now.
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)
