@@ -125,12 +125,12 @@ STAGES: tuple[Stage, ...] = (
     # --- stage 07 -------------------------------------------------------------------
     Stage("07", "server", "07_serving", "Serving: an OpenAI-compatible HTTP server", _ex(
         ("7.1", "Request validation: OpenAI-shaped 4xx errors", 20),
-        ("7.2", "Admission control by KV blocks: 503 + Retry-After", 15, "7.1"),
-        ("7.3", "Deadlines: first token and total", 10, "7.1"),
-        ("7.4", "Cancellation on client disconnect", 15, "7.1"),
+        ("7.2", "Admission control by KV blocks: 503 + Retry-After", 15, "7.1 7.5"),
+        ("7.3", "Deadlines: first token and total", 10, "7.1 7.5"),
+        ("7.4", "Cancellation on client disconnect", 15, "7.1 7.5"),
         ("7.5", "The streaming bridge and SSE framing", 15, "7.1"),
-        ("7.6", "Metrics and the per-request log line", 15, "7.1"),
-        ("7.7", "Graceful shutdown", 10, "7.1 7.2"),
+        ("7.6", "Metrics and the per-request log line", 15, "7.1 7.5"),
+        ("7.7", "Graceful shutdown", 10, "7.1 7.2 7.5"),
     )),
     # --- end stage 07 ---------------------------------------------------------------
     # --- stage 08 -------------------------------------------------------------------
