@@ -52,7 +52,7 @@ from typing import Callable, Iterable, Sequence
 import numpy as np
 import torch
 
-from solutions.gpt import DEFAULT_WEIGHTS, GPT, GPTConfig, load_default
+from solutions.gpt import DEFAULT_WEIGHTS, GPT, GPTConfig, load_default, on_one_thread
 from solutions.kv_cache import KVCache, check_sampling, forward_cached, generate, sample
 from solutions.tokenizer import ByteTokenizer
 from solutions.workload import Trace, long_prompt_trace, make_trace
@@ -981,25 +981,21 @@ def default_model() -> tuple[GPT, str]:
     return GPT(GPTConfig()).eval(), f"a random-init GPT (seed 0; {DEFAULT_WEIGHTS.name} is not trained yet)"
 
 
+@on_one_thread
 def demo() -> None:
     """Serve one trace with static, dynamic and continuous batching, and compare."""
     torch.manual_seed(0)
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # a model this small runs faster on one thread than on two
-    try:
-        model, what = default_model()
-        tok = ByteTokenizer()
-        text = Path(abc.__file__).read_text(encoding="utf-8")  # prompts cut from real Python source
-        trace = make_trace(24, profile="mix", rate=100.0, seed=0, source=tok.encode(text))
-        print(f"model: {what}, {model.num_params():,} parameters; 1 torch thread")
-        print(f"trace: {trace.describe()}\n")
-        runs = {}
-        for scheduler in (StaticBatching(8), DynamicBatching(8, max_wait_ms=20), ContinuousBatching(8),
-                          ContinuousBatching(8, max_tokens_per_step=32)):
-            runs[scheduler.name] = serve(model, trace, scheduler)
-        alone = [generate(model, [list(r.prompt)], r.max_new_tokens).tokens[0] for r in runs["static"].requests]
-    finally:
-        torch.set_num_threads(threads)
+    model, what = default_model()
+    tok = ByteTokenizer()
+    text = Path(abc.__file__).read_text(encoding="utf-8")  # prompts cut from real Python source
+    trace = make_trace(24, profile="mix", rate=100.0, seed=0, source=tok.encode(text))
+    print(f"model: {what}, {model.num_params():,} parameters; 1 torch thread")
+    print(f"trace: {trace.describe()}\n")
+    runs = {}
+    for scheduler in (StaticBatching(8), DynamicBatching(8, max_wait_ms=20), ContinuousBatching(8),
+                      ContinuousBatching(8, max_tokens_per_step=32)):
+        runs[scheduler.name] = serve(model, trace, scheduler)
+    alone = [generate(model, [list(r.prompt)], r.max_new_tokens).tokens[0] for r in runs["static"].requests]
     summaries = {name: run.summary() for name, run in runs.items()}
     print(format_table(summaries))
     ratio = summaries["continuous"]["tokens_per_s"] / summaries["static"]["tokens_per_s"]

@@ -20,6 +20,7 @@ attention reuses this module's weights and code instead of copying them:
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from dataclasses import asdict, dataclass
@@ -224,6 +225,26 @@ class GPT(nn.Module):
         sd["lm_head.weight"] = sd["transformer.wte.weight"]
         model.load_state_dict(sd)
         return model.eval()
+
+
+def on_one_thread(fn):
+    """Decorator: run `fn` with torch on one thread, then restore the caller's thread count.
+
+    The course's models are small: a decode step is ~100 operations on tiny matrices, where
+    a second thread only adds synchronisation (and, on a busy machine, waiting). The demos
+    run this way, as the benches and tests do.
+    """
+
+    @functools.wraps(fn)
+    def run(*args, **kwargs):
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            torch.set_num_threads(threads)
+
+    return run
 
 
 def random_gpt(context: int, *, seed: int = 1234, std: float = 0.5, dtype: torch.dtype = torch.float32,

@@ -53,7 +53,7 @@ from typing import Iterable, Protocol, Sequence
 import torch
 import torch.nn.functional as F
 
-from solutions.gpt import GPT, GPTConfig, load_default
+from solutions.gpt import GPT, GPTConfig, load_default, on_one_thread
 
 
 class CacheFullError(ValueError):
@@ -608,17 +608,9 @@ def generate_alone(model: GPT, prompt: Sequence[int], max_new_tokens: int, sampl
 
 # ---- demo --------------------------------------------------------------------------------
 
+@on_one_thread
 def demo() -> None:
     """Generate from the course's default model with the cache, next to the recompute baseline."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # ~100 tiny operations per step: a second thread only adds waiting
-    try:
-        _demo()
-    finally:
-        torch.set_num_threads(threads)
-
-
-def _demo() -> None:
     model, tok = load_default()
     prompts = ["def fibonacci(n):\n", "import os\n", "class Stack:\n    def push(self"]
     ids = [tok.encode(p) for p in prompts]

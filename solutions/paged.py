@@ -51,7 +51,7 @@ import torch
 import torch.nn.functional as F
 
 from solutions.batching import ContinuousBatching, Engine, Request, Scheduler, State, StepOutput, default_model
-from solutions.gpt import GPT, GPTConfig
+from solutions.gpt import GPT, GPTConfig, on_one_thread
 from solutions.kv_cache import CacheFullError, generate
 
 try:  # Triton is optional: the dev extra installs it on Linux x86-64
@@ -1029,17 +1029,9 @@ class PagedEngine(Engine):
 
 # ---- demo ---------------------------------------------------------------------------------------
 
+@on_one_thread
 def demo() -> None:
     """Serve requests sharing a system prompt on paged memory; print utilisation and hits."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        _demo()
-    finally:
-        torch.set_num_threads(threads)
-
-
-def _demo() -> None:
     from solutions.batching import ManualClock, replay
     from solutions.tokenizer import ByteTokenizer
     from solutions.workload import Trace, TraceRequest

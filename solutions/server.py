@@ -65,7 +65,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, G
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from solutions.batching import ContinuousBatching, Engine, Request, SamplingParams, State
-from solutions.gpt import GPT, load_checkpoint, load_default
+from solutions.gpt import GPT, load_checkpoint, load_default, on_one_thread
 from solutions.paged import PagedEngine
 from solutions.tokenizer import EOT, ByteTokenizer
 
@@ -1457,6 +1457,7 @@ def main(argv: list[str] | None = None) -> int:
 
 # ---- demo ------------------------------------------------------------------------------------------
 
+@on_one_thread
 def demo() -> None:
     """Start the server on an ephemeral loopback port, send concurrent streaming requests
     with the unmodified `openai` client (sampled, seeded: temperature 0.8, top_p 0.95),
@@ -1467,8 +1468,7 @@ def demo() -> None:
 
     from solutions.batching import default_model
 
-    threads, switch = torch.get_num_threads(), sys.getswitchinterval()
-    torch.set_num_threads(1)
+    switch = sys.getswitchinterval()
     sys.setswitchinterval(0.0005)  # as the CLI does: the engine thread and the event loop share the GIL
     try:
         model, what = default_model()
@@ -1515,7 +1515,6 @@ def demo() -> None:
         handle.stop()
         print("server stopped")
     finally:
-        torch.set_num_threads(threads)
         sys.setswitchinterval(switch)
 
 
