@@ -6,6 +6,8 @@
   far apart next to what paging changes (~1e-15), so outputs are compared exactly.
 - `alone`: the oracle — stage 04's `generate` on one prompt at a time (`generate_alone`).
 - `contiguous`: the other oracle — stage 05's `Engine` on the same trace.
+- `chunked_forward(model, cache, seqs, chunks)`: stage 04's forward_cached in ragged chunks,
+  next to the full forward (the oracle).
 - `check_paged(engine)`: what must hold between any two steps of a `PagedEngine`.
 - `serve(make_engine, trace)`: replay a trace on a ManualClock, invariants after every step.
 
@@ -22,7 +24,7 @@ import torch
 import course
 from solutions.batching import Engine, ManualClock, replay
 from solutions.gpt import GPT, random_gpt
-from solutions.kv_cache import generate_alone
+from solutions.kv_cache import forward_cached, generate_alone
 
 CONTEXT = 48
 
@@ -52,6 +54,29 @@ def alone(model):
     """alone(prompt: tuple, n, sampling=None, stop=()) -> (tokens, finish reason), generated
     alone (`generate_alone`, cached)."""
     return lru_cache(maxsize=None)(partial(generate_alone, model))
+
+
+def _chunked_forward(model, cache, seqs: torch.Tensor, chunks):
+    """Feed `seqs` (B, T) through stage 04's `forward_cached` on `cache` in ragged chunks
+    (one list of B new-token counts per call; 0: the row sits that call out). Yields, per
+    call and row, (row, the logits of its new tokens, the model's full-forward logits at
+    the same positions): the caller asserts they agree."""
+    full = model(seqs)
+    done = [0] * len(seqs)
+    for chunk in chunks:
+        idx = torch.zeros(len(seqs), max(chunk), dtype=torch.long)
+        for b, k in enumerate(chunk):
+            idx[b, :k] = seqs[b, done[b]:done[b] + k]
+        logits = forward_cached(model, idx, cache, n_new=torch.tensor(chunk))
+        for b, k in enumerate(chunk):
+            yield b, logits[b, :k], full[b, done[b]:done[b] + k]
+            done[b] += k
+
+
+@pytest.fixture(scope="session")
+def chunked_forward():
+    """`_chunked_forward` for the tests (a conftest's functions reach tests as fixtures)."""
+    return _chunked_forward
 
 
 def check_paged(engine) -> None:

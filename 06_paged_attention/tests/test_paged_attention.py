@@ -12,7 +12,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import course
-from solutions.kv_cache import forward_cached
 
 p = course.load("paged")
 
@@ -79,20 +78,11 @@ def test_decode_of_equal_and_unequal_lengths():
 
 
 @pytest.mark.parametrize("bs", [2, 5, 16])
-def test_forward_cached_with_attend_equals_the_full_forward(model, bs):
+def test_forward_cached_with_attend_equals_the_full_forward(model, chunked_forward, bs):
     """The cache's own `attend` (no dense view): ragged chunked prefill, then decode."""
     torch.manual_seed(1)
     seqs = torch.randint(0, 256, (4, 40))
-    full = model(seqs)
     cache = p.PagedKVCache.for_model(model, 4, max_len=48, block_size=bs, num_blocks=80)
-    done = torch.zeros(4, dtype=torch.long)
-    for chunk in ([6, 1, 11, 3], [9, 4, 1, 0], [1, 1, 1, 1], [1, 1, 1, 1]):
-        n = torch.tensor(chunk)
-        idx = torch.zeros(4, int(n.max()), dtype=torch.long)
-        for b in range(4):
-            idx[b, :chunk[b]] = seqs[b, done[b]:done[b] + chunk[b]]
-        logits = forward_cached(model, idx, cache, n_new=n)
-        for b in range(4):
-            torch.testing.assert_close(logits[b, :chunk[b]], full[b, done[b]:done[b] + chunk[b]],
-                                       atol=1e-10, rtol=1e-10)
-        done += n
+    schedule = ([6, 1, 11, 3], [9, 4, 1, 0], [1, 1, 1, 1], [1, 1, 1, 1])
+    for b, got, want in chunked_forward(model, cache, seqs, schedule):
+        torch.testing.assert_close(got, want, atol=1e-10, rtol=1e-10)

@@ -10,7 +10,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import course
-from solutions.kv_cache import forward_cached
 
 p = course.load("paged")
 
@@ -142,22 +141,13 @@ class _ViewOnly(p.PagedKVCache):
 
 @pytest.mark.exercise("6.3")
 @pytest.mark.parametrize("bs", [1, 3, 16])
-def test_forward_cached_through_view_equals_the_full_forward(model, bs):
+def test_forward_cached_through_view_equals_the_full_forward(model, chunked_forward, bs):
     """Stage 04's forward_cached on the paged cache (through write + view), prefill in
     ragged chunks then decode: the logits of the model's own full forward."""
     torch.manual_seed(0)
     seqs = torch.randint(0, 256, (3, 30))
-    full = model(seqs)
     cache = _ViewOnly.for_model(model, 3, max_len=48, block_size=bs, num_blocks=64)
-    done = torch.zeros(3, dtype=torch.long)
-    for chunk in ([5, 1, 9], [7, 0, 2], [1, 12, 3], [1, 1, 1]):
-        n = torch.tensor(chunk)
-        idx = torch.zeros(3, int(n.max()), dtype=torch.long)
-        for b in range(3):
-            idx[b, :chunk[b]] = seqs[b, done[b]:done[b] + chunk[b]]
-        logits = forward_cached(model, idx, cache, n_new=n)
-        for b in range(3):
-            got = logits[b, :chunk[b]]
-            assert torch.allclose(got, full[b, done[b]:done[b] + chunk[b]], atol=1e-10), f"row {b}"
-        done += n
-    assert cache.lengths.tolist() == done.tolist()
+    schedule = ([5, 1, 9], [7, 0, 2], [1, 12, 3], [1, 1, 1])
+    for b, got, want in chunked_forward(model, cache, seqs, schedule):
+        assert torch.allclose(got, want, atol=1e-10), f"row {b}"
+    assert cache.lengths.tolist() == [sum(row) for row in zip(*schedule)]
