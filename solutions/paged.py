@@ -51,8 +51,8 @@ import torch
 import torch.nn.functional as F
 
 from solutions.batching import ContinuousBatching, Engine, Request, Scheduler, State, StepOutput, default_model
-from solutions.gpt import GPT, GPTConfig, on_one_thread
-from solutions.kv_cache import CacheFullError, generate
+from solutions.gpt import GPT, on_one_thread
+from solutions.kv_cache import CacheFullError, _CacheBase, generate
 
 try:  # Triton is optional: the dev extra installs it on Linux x86-64
     import triton
@@ -276,7 +276,7 @@ def slot_mapping(block_tables: torch.Tensor, rows: torch.Tensor, positions: torc
 
 # ---- 6.3 the paged KV cache ----------------------------------------------------------------
 
-class PagedKVCache:
+class PagedKVCache(_CacheBase):
     """Stage 04's cache protocol on blocks.
 
     Per layer a K pool and a V pool, each (num_blocks, block_size, n_head, head_dim): one
@@ -289,61 +289,36 @@ class PagedKVCache:
     `lengths[b]` tokens of row b are valid. Blocks are allocated by `reserve` (a new block
     only when the last one is full), freed by `reset`. Data past a row's length is stale
     (it may be another sequence's, or anything): attention never reads it.
+
+    The dimensions, `lengths`, `for_model` and `bytes_per_token` are stage 04's (`_CacheBase`);
+    `num_blocks` defaults to the memory of a contiguous cache, batch x max_len tokens.
     """
 
     def __init__(self, n_layer: int, batch: int, n_head: int, max_len: int, head_dim: int, *,
-                 num_blocks: int, block_size: int = 16, dtype: torch.dtype = torch.float32,
+                 num_blocks: int | None = None, block_size: int = 16, dtype: torch.dtype = torch.float32,
                  device: str | torch.device = "cpu", enable_prefix_caching: bool = True):
-        for name, value in (("n_layer", n_layer), ("batch", batch), ("n_head", n_head),
-                            ("max_len", max_len), ("head_dim", head_dim)):
-            _int_at_least(name, value, 1)
-        if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
-            raise TypeError(f"dtype must be a floating torch.dtype, got {dtype!r}")
+        super().__init__(n_layer, batch, n_head, max_len, head_dim, dtype=dtype, device=device)
         if not isinstance(enable_prefix_caching, bool):
             raise TypeError(f"enable_prefix_caching must be a bool, got {enable_prefix_caching!r}")
+        if num_blocks is None:
+            num_blocks = blocks_needed(batch * max_len, _int_at_least("block_size", block_size, 1))
         self.allocator = BlockAllocator(num_blocks, block_size)
-        self.n_layer, self.batch, self.n_head = n_layer, batch, n_head
-        self.max_len, self.head_dim = max_len, head_dim
         self.num_blocks, self.block_size = self.allocator.num_blocks, self.allocator.block_size
-        self.dtype, self.device = dtype, torch.device(device)
         self.enable_prefix_caching = enable_prefix_caching
         self.max_blocks = blocks_needed(max_len, self.block_size)  # per sequence
         shape = (n_layer, self.num_blocks, self.block_size, n_head, head_dim)
         self.k = torch.zeros(shape, dtype=dtype, device=self.device)
         self.v = torch.zeros(shape, dtype=dtype, device=self.device)
-        self.lengths = torch.zeros(batch, dtype=torch.long, device=self.device)
         self.tables: list[list[int]] = [[] for _ in range(batch)]
         self.block_tables = torch.full((batch, self.max_blocks), -1, dtype=torch.long, device=self.device)
         self.row_hashes: list[list[bytes]] = [[] for _ in range(batch)]  # hashes of each row's full blocks
         self._slots_for = (None, None, None)  # (rows, positions, slots) of the last write: layers share it
-
-    @classmethod
-    def for_model(cls, model: GPT, batch: int, max_len: int | None = None, **kw) -> "PagedKVCache":
-        """A cache shaped for `model` (layers, heads, head size, dtype, device); `num_blocks`
-        defaults to the memory of a contiguous cache: batch x max_len tokens in blocks."""
-        if not isinstance(model, GPT):
-            raise TypeError(f"for_model expects a solutions.gpt.GPT, got {type(model).__name__}")
-        cfg: GPTConfig = model.config
-        max_len = cfg.block_size if max_len is None else max_len
-        if isinstance(max_len, int) and max_len > cfg.block_size:
-            raise ValueError(f"max_len {max_len} exceeds the model's context {cfg.block_size}")
-        weight = model.transformer.wte.weight
-        kw.setdefault("dtype", weight.dtype)
-        kw.setdefault("device", weight.device)
-        kw.setdefault("block_size", 16)
-        _int_at_least("block_size", kw["block_size"], 1)
-        if kw.get("num_blocks") is None:
-            kw["num_blocks"] = blocks_needed(_int_at_least("batch", batch, 1) * max_len, kw["block_size"])
-        return cls(cfg.n_layer, batch, cfg.n_head, max_len, cfg.head_dim, **kw)
 
     # -- sizes
     @property
     def nbytes(self) -> int:
         """Bytes of the K and V pools."""
         return self.k.nbytes + self.v.nbytes
-
-    def bytes_per_token(self) -> int:
-        return 2 * self.n_layer * self.n_head * self.head_dim * self.k.element_size()
 
     def _row_ids(self, rows) -> list[int]:
         if isinstance(rows, slice):
