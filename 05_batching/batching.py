@@ -254,7 +254,13 @@ class Scheduler(abc.ABC):
     `waiting` is kept sorted by `Request.order` (priority, then arrival: FCFS); `running`
     holds the requests that own a cache row, in admission order. `max_cache_tokens` is
     the cache's capacity in tokens (its memory budget); a running request is charged
-    `tokens_needed(request)`, and the total, `tokens_held()`, must stay within capacity.
+    `charge(request)`, and the total, `tokens_held()`, must stay within capacity.
+
+    What memory costs is asked of `memory`, an object with `charge(request)` and
+    `held()` (both in cache tokens) that an engine hands the scheduler when its memory is
+    not a contiguous row per request (stage 06's paged engine charges whole blocks).
+    Without one (`memory is None`) a request is charged the policy's own reservation,
+    `tokens_needed(request)`.
     """
 
     name = "scheduler"
@@ -267,6 +273,7 @@ class Scheduler(abc.ABC):
         self.max_cache_tokens = max_cache_tokens  # None: the engine sets the whole cache
         self.waiting: list[Request] = []
         self.running: list[Request] = []
+        self.memory = None  # an engine's accounting: charge(request) and held(), in tokens
 
     # -- the queues
     def add(self, request: Request) -> None:
@@ -293,13 +300,21 @@ class Scheduler(abc.ABC):
         be cached before it can sample its next one, and it grows by one per step."""
         return request.num_tokens
 
+    def charge(self, request: Request) -> int:
+        """Cache tokens admitting (or keeping) `request` costs now: `memory.charge` when an
+        engine handed the scheduler its accounting, else the policy's `tokens_needed`."""
+        return self.tokens_needed(request) if self.memory is None else self.memory.charge(request)
+
     def tokens_held(self) -> int:
+        """Cache tokens the running requests hold: `memory.held()`, else their charges."""
+        if self.memory is not None:
+            return self.memory.held()
         return sum(self.tokens_needed(r) for r in self.running)
 
     def fits(self, request: Request) -> bool:
-        """Room for `request`: a free row of the batch and its tokens within capacity."""
+        """Room for `request`: a free row of the batch and its charge within capacity."""
         return (len(self.running) < self.max_batch_size
-                and self.tokens_held() + self.tokens_needed(request) <= self.max_cache_tokens)
+                and self.tokens_held() + self.charge(request) <= self.max_cache_tokens)
 
     def admit_fcfs(self, now: float, out: SchedulerOutput) -> None:
         """Move waiting requests to running, in queue order, while they fit. The first one

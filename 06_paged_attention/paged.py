@@ -552,8 +552,8 @@ class PagedEngine(Engine):
     `max_batch_size` only limits how many rows one step runs.
 
     The scheduler keeps its policy (FCFS admission, preemption of the latest arrival,
-    chunked prefill); the engine tells it what memory costs by installing, on the
-    scheduler, its own `tokens_needed` and `tokens_held` measured in whole blocks:
+    chunked prefill); the engine is the scheduler's `memory` and answers what memory
+    costs, `charge(request)` and `held()`, in tokens but measured in whole blocks:
     a waiting request is charged the blocks its reservation needs (`Scheduler.
     tokens_needed` rounded up to blocks) less the prefix-cache hits on blocks already in
     use; the running ones are charged the blocks they hold (each shared block once) plus
@@ -583,9 +583,7 @@ class PagedEngine(Engine):
         self._hashes: dict[str, list[bytes]] = {}   # request id -> hashes of its prompt's full blocks
         super().__init__(model, scheduler, max_len=max_len, clock=clock)
         self.allocator = self.cache.allocator
-        self._sched_tokens_needed = scheduler.tokens_needed  # the policy's own reservation
-        scheduler.tokens_needed = self._tokens_needed
-        scheduler.tokens_held = self._tokens_held
+        scheduler.memory = self  # the scheduler asks the engine what memory costs: charge / held
 
     # -- the memory (hooks of stage 05's Engine)
     def _make_cache(self) -> PagedKVCache:
@@ -636,9 +634,9 @@ class PagedEngine(Engine):
                     counts[b] = counts.get(b, 0) + 1
         return counts
 
-    def _tokens_needed(self, request: Request, holders: dict[int, int] | None = None) -> int:
-        """What the scheduler charges a request, in tokens but in WHOLE blocks (installed
-        as the scheduler's `tokens_needed`).
+    def charge(self, request: Request, holders: dict[int, int] | None = None) -> int:
+        """What the scheduler charges a request (`Scheduler.charge` asks its `memory`, this
+        engine), in tokens but in WHOLE blocks.
 
         Its reservation in blocks is `blocks_needed(policy's tokens_needed(request))` (the
         policy's own: every known token for continuous batching, prompt + max_new_tokens
@@ -650,10 +648,10 @@ class PagedEngine(Engine):
         another row that will run (`holders[block] > 1`): it will need a copy."""
         raise NotImplementedError('Exercise 6.8: The engine on paged memory — see 06_paged_attention.ipynb')
 
-    def _tokens_held(self) -> int:
-        """Installed as the scheduler's `tokens_held`: the blocks the rows that will run
+    def held(self) -> int:
+        """The scheduler's `tokens_held()` (it asks its `memory`): the blocks the rows that will run
         hold (`_holders()`, each block once however many share it), plus what every
-        running request is still charged (`_tokens_needed(r, holders)`), in tokens. The
+        running request is still charged (`charge(r, holders)`), in tokens. The
         scheduler keeps this within `max_cache_tokens` (the pool), admitting by it and
         preempting when it is over."""
         raise NotImplementedError('Exercise 6.8: The engine on paged memory — see 06_paged_attention.ipynb')
