@@ -1,7 +1,8 @@
 """The `course` command: the learner's, the instructor's and the maintainer's entry point.
 
     course status                      progress over every stage, and what to do next
-    course check 01                    run stage 01's tests, one line per exercise
+    course check 01 | 1.3              run stage 01's tests (or exercise 1.3's), one line per exercise
+    course hint 1.3                    the next hint of exercise 1.3
     course grade [--submission DIR] [--stages 01,02] [--hidden DIR] [--json F] [--summary F]
     course release OUT [--through NN] | --hidden OUT   the learner's / the grader's repository
     course demo [--stages 01]          run the reference stack end to end
@@ -15,14 +16,16 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import json
 import os
 import platform
+import re
 import shutil
 import subprocess
 import sys
 import time
 
-from course import manifest
+from course import layout, manifest
 from course.loader import IMPLS, current_impl, load, root, set_impl
 
 SYMBOL = {"done": "✔", "failing": "✘", "partial": "◐", "started": "…", "TODO": "·", "missing": "?",
@@ -55,34 +58,103 @@ def cmd_stubs(args) -> int:
     problems = stubs.check_all(args.stage)
     for p in problems:
         print(p)
-    if not problems:
-        print("stubs: every stub matches its solution")
+    wanted = [manifest.stage(k) for k in args.stage] if args.stage else list(manifest.STAGES)
+    checked = [st.number for st in wanted if layout.has_solution(st)]
+    if not checked:
+        print("stubs: no stage here has its reference solution, so there is nothing to check the stubs against")
+    elif not problems:
+        print(f"stubs: the stubs of stage {', '.join(checked)} match their solutions")
     return 1 if problems else 0
 
 
 # ---- check ------------------------------------------------------------------------------
 
+def _target(arg: str) -> tuple[manifest.Stage, manifest.Exercise | None]:
+    """`06` (a stage) or `6.3` (one exercise), checked against what this repository holds."""
+    arg = str(arg).strip()
+    if re.fullmatch(r"\d+\.\d+", arg):
+        ex, st = manifest.exercise(arg), manifest.stage_of(arg)
+    else:
+        ex, st = None, manifest.stage(arg)
+    if st not in layout.present_stages():
+        have = ", ".join(s.number for s in layout.present_stages()) or "none"
+        raise KeyError(f"stage {st.number} is not in this repository (its stages: {have})")
+    return st, ex
+
+
 def cmd_check(args) -> int:
-    """Run a stage's tests and print one line per exercise, then the failure that says the
-    most about it (see `course.feedback`), what blocks it, and the given-code tests apart."""
+    """Run a stage's tests (or one exercise's) and print one line per exercise, then the
+    failure that says the most about it (see `course.feedback`), what blocks it, and the
+    given-code tests apart."""
     from course import feedback, grading, progress
 
-    st = manifest.stage(args.stage)
+    st, ex = _target(args.stage)
     impl = args.impl or current_impl()
-    print(f"Stage {st.number} — {st.title} ({impl}); running {st.folder}/tests ...", flush=True)
+    what = f"exercise {ex.id} — {ex.title}" if ex else f"Stage {st.number} — {st.title}"
+    print(f"{what} ({impl}); running {st.folder}/tests" + (f" --exercise {ex.id}" if ex else "") + " ...",
+          flush=True)
     t0 = time.perf_counter()
-    env_record = os.environ.pop("COURSE_NO_RECORD", None)
-    run = grading.run_pytest([grading.stage_test_dir(st)], impl, timeout=args.timeout)
-    if env_record is not None:
-        os.environ["COURSE_NO_RECORD"] = env_record
+    saved = {k: os.environ.pop(k, None) for k in ("COURSE_NO_RECORD",)}
+    os.environ["COURSE_SHRINK_SECONDS"] = str(SHRINK_SECONDS)  # a failing state machine reports soon
+    try:
+        run = grading.run_pytest([grading.stage_test_dir(st)], impl, timeout=args.timeout,
+                                 extra=["--exercise", ex.id] if ex else None)
+    finally:
+        os.environ.pop("COURSE_SHRINK_SECONDS", None)
+        for k, v in saved.items():
+            if v is not None:
+                os.environ[k] = v
     if impl == "student":
         progress.record(run.results)
-    lines, done = feedback.check_lines(st, run.results, run.errors)
+    known = {r.exercise.id: r.state for r in progress.status()} if ex and impl == "student" else None
+    lines, done = feedback.check_lines(st, run.results, run.errors, only=ex.id if ex else None,
+                                       known=known or ({e.id: "done" for e in st.exercises} if ex else None))
     print("\n".join(lines))
+    took = time.perf_counter() - t0
+    if ex:
+        ok = done == 1 and not run.errors
+        more = "" if ok else f" Stuck? `course hint {ex.id}`."
+        print(f"{ex.id} {'done' if ok else 'not done yet'} in {took:.0f} s.{more} "
+              f"Full output: pytest --impl {impl} {st.folder} --exercise {ex.id}")
+        return 0 if ok else 1
     n = len(st.exercises)
-    print(f"{done}/{n} exercises done in {time.perf_counter() - t0:.0f} s. "
+    print(f"{done}/{n} exercises done in {took:.0f} s. "
           f"Full output: pytest --impl {impl} {st.folder}")
     return 0 if done == n and not run.errors else 1
+
+
+SHRINK_SECONDS = 20
+
+
+# ---- hint -------------------------------------------------------------------------------
+
+def cmd_hint(args) -> int:
+    """Show the hints of one exercise, one more each time (recorded in .course/progress.json)."""
+    from course import feedback, progress, stubs
+
+    st, ex = _target(args.exercise)
+    if ex is None:
+        raise KeyError(f"course hint takes an exercise such as {st.exercises[0].id}, not a stage")
+    path = root() / st.folder / stubs.HINTS_FILE
+    try:
+        hints = json.loads(path.read_text(encoding="utf-8"))["hints"].get(ex.id, [])
+    except (OSError, ValueError, KeyError, AttributeError):
+        raise FileNotFoundError(f"{path.relative_to(root())} is missing or unreadable; "
+                                "regenerate it with `course stubs --write`") from None
+    if not hints:
+        print(f"Exercise {ex.id} has no hints; its contract is in {st.notebook} and the docstrings.")
+        return 0
+    shown = min(len(hints), progress.hints_shown(ex.id) + (0 if args.again else 1))
+    shown = max(shown, 1)
+    print(f"Exercise {ex.id} — {ex.title}")
+    for i, h in enumerate(hints[:shown], 1):
+        print("\n".join(feedback.wrap(f"hint {i}/{len(hints)}: {h}", indent=" ", max_lines=20)))
+    progress.record_hint(ex.id, shown)
+    if shown < len(hints):
+        print(f"(`course hint {ex.id}` again for the next one; hints used are recorded for your instructor)")
+    else:
+        print("(that was the last hint)")
+    return 0
 
 
 # ---- status -----------------------------------------------------------------------------
@@ -95,7 +167,9 @@ def cmd_status(args) -> int:
     print(f"{'stage':<34} {'done':>7} {'points':>9}  next")
     print("-" * 78)
     total_pts = got_pts = 0.0
-    for st in manifest.STAGES:
+    present = layout.present_stages()
+    rows = [r for r in rows if r.stage in present]
+    for st in present:
         mine = [r for r in rows if r.stage is st]
         done = [r for r in mine if r.done]
         pts = sum(r.max_points for r in mine)
@@ -123,7 +197,10 @@ def cmd_status(args) -> int:
                 print(f"      given code (not graded): {g.get('passed', 0)}/{ran} tests pass")
     print("-" * 78)
     print(f"{'total':<34} {'':>7} {feedback.fmt_points(got_pts, total_pts):>9}")
-    broken = [st.number for st in manifest.STAGES if (progress.given(st.number) or {}).get("failed")]
+    if len(present) < len(manifest.STAGES):
+        print(f"(this repository holds stages {present[0].number}-{present[-1].number} of "
+              f"{manifest.STAGES[-1].number}; the totals cover those)" if present else "(no stage is here)")
+    broken = [st.number for st in present if (progress.given(st.number) or {}).get("failed")]
     if broken:
         print(f"! given-code tests failed in stage {', '.join(broken)}: "
               f"did an edit break given code?")
@@ -132,8 +209,8 @@ def cmd_status(args) -> int:
     nxt = pending[0] if pending else None
     if nxt is not None:
         print(f"\nNext: exercise {nxt.exercise.id} \"{_short(nxt.exercise.title, 40)}\" ({nxt.state})\n"
-              f"      read {nxt.stage.notebook}, fill in {nxt.stage.folder}/{nxt.stage.module}.py,\n"
-              f"      then run `course check {nxt.stage.number}`.")
+              f"      read {nxt.stage.notebook}, fill in its holes in {nxt.stage.folder}/{nxt.stage.module}/,\n"
+              f"      then run `course check {nxt.exercise.id}` (`course hint {nxt.exercise.id}` if stuck).")
         if nxt.blocked_by:
             print("\n".join(feedback.wrap(f"Blocked by {', '.join(nxt.blocked_by)}: some of its tests call "
                                           "that code too.", indent="      ", max_lines=2)))
@@ -240,17 +317,41 @@ def cmd_release(args) -> int:
 # ---- demo and bench ---------------------------------------------------------------------
 
 def cmd_demo(args) -> int:
+    """Each stage's `demo()`: the reference where this repository has it, else (a learner's
+    release) the learner's own package; `--impl student` runs the learner's everywhere."""
     ran = 0
-    for st in _stages(args.stages):
-        if not (root() / "solutions" / f"{st.module}.py").exists():
+    present = layout.present_stages()
+    try:
+        wanted = _stages(args.stages)
+    except KeyError as e:
+        print(f"error: {e.args[0]}", file=sys.stderr)
+        return 2
+    for st in wanted:
+        if st not in present:
+            print(f"(stage {st.number} is not in this repository)")
             continue
-        print(f"\n=== Stage {st.number}: {st.title} " + "=" * max(3, 60 - len(st.title)), flush=True)
+        impl = "student" if args.impl == "student" or not layout.has_solution(st) else "solution"
+        print(f"\n=== Stage {st.number}: {st.title} ({'your code' if impl == 'student' else 'reference'}) "
+              + "=" * max(3, 48 - len(st.title)), flush=True)
         t0 = time.perf_counter()
-        mod = load(st.module, impl="solution")
+        try:
+            mod = load(st.module, impl=impl)
+        except NotImplementedError as e:
+            print(f"(stage {st.number}'s demo cannot run yet: {e})")
+            continue
+        except FileNotFoundError as e:
+            print(f"(stage {st.number}'s demo cannot run: {e})")
+            continue
         if not hasattr(mod, "demo"):
             print(f"(stage {st.number} has no demo)")
             continue
-        mod.demo()
+        try:
+            mod.demo()
+        except NotImplementedError as e:  # a half-done learner's package: say what it needs
+            if impl == "solution":
+                raise
+            print(f"(stage {st.number}'s demo stopped at an exercise you have not done yet: {e})")
+            continue
         ran += 1
         print(f"--- stage {st.number} demo took {time.perf_counter() - t0:.1f} s", flush=True)
     print(f"\ncourse demo: {ran} stage(s) ran.")
@@ -338,11 +439,16 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("-v", "--verbose", action="store_true", help="one line per exercise")
     s.set_defaults(fn=cmd_status)
 
-    s = sub.add_parser("check", help="run one stage's tests, one line per exercise")
-    s.add_argument("stage", help="stage number, e.g. 01")
+    s = sub.add_parser("check", help="run one stage's tests (06) or one exercise's (6.3), one line per exercise")
+    s.add_argument("stage", metavar="NN|N.M", help="a stage number (06) or an exercise (6.3)")
     s.add_argument("--timeout", type=int, default=60, help="seconds per test (default 60)")
     s.add_argument("--impl", choices=IMPLS, default=argparse.SUPPRESS, help="student (default) or solution")
     s.set_defaults(fn=cmd_check)
+
+    s = sub.add_parser("hint", help="the next hint of an exercise (hints used are recorded)")
+    s.add_argument("exercise", metavar="N.M", help="an exercise, e.g. 6.3")
+    s.add_argument("--again", action="store_true", help="show the hints seen so far, no new one")
+    s.set_defaults(fn=cmd_hint)
 
     s = sub.add_parser("grade", help="grade the learner's code (Gradescope results.json, Markdown summary)")
     s.add_argument("--stages", default=None, help="comma-separated stage numbers (default: all)")

@@ -31,8 +31,8 @@ import textwrap
 from collections import Counter
 from pathlib import Path
 
-from course import manifest
-from course.loader import root, student_path
+from course import layout, manifest
+from course.loader import root
 
 MAX_MESSAGE = 300  # characters of a one-line failure message
 _DUMP = re.compile(r"^\s*(ACTUAL|DESIRED|x|y):\s")  # the arrays np.testing prints in full
@@ -83,12 +83,12 @@ def _learner_files() -> dict[str, str]:
     """{absolute path of every learner module: its path relative to the course root}."""
     out = {}
     for st in manifest.STAGES:
-        p = student_path(st.module)
-        out[str(p)] = f"{st.folder}/{p.name}"
-        try:
-            out[str(p.resolve())] = f"{st.folder}/{p.name}"
-        except OSError:
-            pass
+        for p in layout.stub_files(st):
+            out[str(p)] = layout.stub_rel(st, p.name)
+            try:
+                out[str(p.resolve())] = layout.stub_rel(st, p.name)
+            except OSError:
+                pass
     return out
 
 
@@ -301,15 +301,20 @@ def _group_errors(errors: list[str]) -> list[str]:
     return [k if n == 1 else f"{k} (stops {n} test files)" for k, n in counts.items()]
 
 
-def check_lines(st: manifest.Stage, results: list[dict], errors: list[str]) -> tuple[list[str], int]:
+def check_lines(st: manifest.Stage, results: list[dict], errors: list[str], only: str | None = None,
+                known: dict[str, str] | None = None) -> tuple[list[str], int]:
     """What `course check` prints for one run of a stage's tests, and how many exercises
-    are done. Lines fit 80 columns."""
+    are done. Lines fit 80 columns. `only`: the run was of that exercise's tests alone
+    (`course check 6.3`); `known` then gives the other exercises' states (from the
+    saved progress) for "blocked by"."""
     by_ex: dict[str, list[dict]] = {e.id: [] for e in st.exercises}
     for r in results:
         if r.get("exercise") in by_ex:
             by_ex[r["exercise"]].append(r)
     sc = scores(st, results)
     states = {ex_id: state for ex_id, (_, state, _) in sc.items()}
+    if only is not None:
+        states = {**(known or {}), only: states.get(only, "error")}
     out: list[str] = []
     grouped = _group_errors(errors)
     for err in grouped:
@@ -318,6 +323,8 @@ def check_lines(st: manifest.Stage, results: list[dict], errors: list[str]) -> t
     any_todo = False
     total_got = total_max = 0.0
     for ex in st.exercises:
+        if only is not None and ex.id != only:
+            continue
         rs = by_ex[ex.id]
         got, state, out_of = sc.get(ex.id, (0.0, "error", ex.points))
         total_got += got
@@ -355,7 +362,7 @@ def check_lines(st: manifest.Stage, results: list[dict], errors: list[str]) -> t
             elif _rank(pick, ex.id) < 2:
                 head = f"{passed}/{counted} tests pass. " if counted else ""
                 out += wrap(f"{head}{name}: {pick.get('message') or 'failed'}")
-    given = given_counts(results)
+    given = given_counts(results) if only is None else None
     if given:
         parts = [f"{given[k]} {k}" for k in ("passed", "failed", "skipped") if given[k]]
         line = f" given code (not graded): {', '.join(parts)}"

@@ -6,7 +6,7 @@ same story for people):
 1. **A trusted copy.** For each stage a fresh temporary workspace is built from the
    instructor's course: `pyproject.toml`, the stage folder (visible `tests/`, held-out
    `hidden_tests/`, conftest files) and `solutions/` *without* the graded stage's module
-   and later ones. Only the learner's stub file `NN_stage/<module>.py` is taken from the
+   and later ones. Only the learner's stub files (the files of `NN_stage/<module>/`) are taken from the
    submission (a plain file inside it; links are refused). Edits to tests, harness,
    workflow or solutions in the submission count for nothing.
 2. **Static checks before running anything** (the parent parses, never runs, learner
@@ -44,7 +44,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from course import manifest
+from course import layout, manifest
 from course.loader import root
 from course.runner import Run, TestResult, run_tests
 from course.sandbox import Sandbox
@@ -101,7 +101,7 @@ def stage_test_paths(st: manifest.Stage, hidden: bool = True) -> list[Path]:
 
 
 def has_solution(st: manifest.Stage) -> bool:
-    return (root() / "solutions" / f"{st.module}.py").exists()
+    return layout.has_solution(st)
 
 
 def gradeable(st: manifest.Stage) -> bool:
@@ -223,26 +223,37 @@ class SubmissionError(ValueError):
     """A submission that cannot be graded as given (a link, a huge file, not a folder)."""
 
 
-def read_stub(submission: Path, st: manifest.Stage) -> tuple[str | None, str]:
-    """(the learner's stub text or None, a note). Only a plain file inside the submission."""
-    path = submission / st.folder / f"{st.module}.py"
-    rel = f"{st.folder}/{st.module}.py"
-    if path.is_symlink() or any(p.is_symlink() for p in path.parents if submission in (p, *p.parents)
-                                and p != submission):
-        return None, f"{rel} in the submission is a link; only plain files are graded"
-    if not path.exists():
-        return None, f"{rel} is not in the submission; its stub was graded"
-    if not path.is_file():
-        return None, f"{rel} in the submission is not a file"
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
-    except OSError as e:
-        return None, f"{rel} could not be read: {e.strerror}"
-    with os.fdopen(fd, "rb") as f:
-        data = f.read(MAX_STUB_BYTES + 1)
-    if len(data) > MAX_STUB_BYTES:
-        return None, f"{rel} is larger than {MAX_STUB_BYTES >> 20} MiB"
-    return data.decode("utf-8", errors="replace"), ""
+def read_stubs(submission: Path, st: manifest.Stage) -> tuple[dict[str, str], list[str]]:
+    """({file name: the learner's text}, notes) for the files of the stage package (the names
+    this course's package has): only plain files inside the submission. A file that is
+    missing, a link or unreadable is left out (its stub is graded) with a note."""
+    texts: dict[str, str] = {}
+    notes: list[str] = []
+    for name in layout.file_names(st):
+        path = layout.stub_dir(st, submission) / name
+        rel = layout.stub_rel(st, name)
+        if path.is_symlink() or any(p.is_symlink() for p in path.parents if submission in (p, *p.parents)
+                                    and p != submission):
+            notes.append(f"{rel} in the submission is a link; only plain files are graded")
+            continue
+        if not path.exists():
+            notes.append(f"{rel} is not in the submission; its stub was graded")
+            continue
+        if not path.is_file():
+            notes.append(f"{rel} in the submission is not a file")
+            continue
+        try:
+            fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+        except OSError as e:
+            notes.append(f"{rel} could not be read: {e.strerror}")
+            continue
+        with os.fdopen(fd, "rb") as f:
+            data = f.read(MAX_STUB_BYTES + 1)
+        if len(data) > MAX_STUB_BYTES:
+            notes.append(f"{rel} is larger than {MAX_STUB_BYTES >> 20} MiB")
+            continue
+        texts[name] = data.decode("utf-8", errors="replace")
+    return texts, notes
 
 
 _COPY_IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", "*.ipynb", ".ipynb_checkpoints", ".hypothesis",
@@ -284,7 +295,7 @@ def _canary_source(st: manifest.Stage, rng: random.Random) -> tuple[str, str, st
     return fname, src, fail_name, pass_name
 
 
-def build_workspace(st: manifest.Stage, stub_text: str | None, hidden_from: Path | None = None,
+def build_workspace(st: manifest.Stage, stub_texts: dict[str, str] | None, hidden_from: Path | None = None,
                     canaries: bool = True, rng: random.Random | None = None, withhold: bool = True) -> Workspace:
     """A fresh copy of the instructor's course for grading stage `st`."""
     src = root()
@@ -295,16 +306,15 @@ def build_workspace(st: manifest.Stage, stub_text: str | None, hidden_from: Path
             shutil.copy2(src / name, ws / name)
     withheld = {s.module for s in manifest.STAGES if int(s.number) >= int(st.number)} if withhold else set()
     shutil.copytree(src / "solutions", ws / "solutions", ignore=lambda d, names: [
-        n for n in _COPY_IGNORE(d, names)] + [n for n in names if Path(d) == src / "solutions"
-                                              and n.endswith(".py") and n[:-3] in withheld])
+        n for n in _COPY_IGNORE(d, names)] + [n for n in names if Path(d) == src / "solutions" and n in withheld])
     shutil.copytree(src / st.folder, ws / st.folder, ignore=_COPY_IGNORE)
     if hidden_from is not None:
         extra = hidden_from / st.folder / HIDDEN_DIR
         if extra.is_dir():
             shutil.copytree(extra, ws / st.folder / HIDDEN_DIR, ignore=_COPY_IGNORE, dirs_exist_ok=True)
-    stub = ws / st.folder / f"{st.module}.py"
-    if stub_text is not None:
-        stub.write_text(stub_text, encoding="utf-8")
+    for name, text in (stub_texts or {}).items():
+        layout.stub_dir(st, ws).mkdir(parents=True, exist_ok=True)
+        (layout.stub_dir(st, ws) / name).write_text(text, encoding="utf-8")
     hdir = ws / st.folder / HIDDEN_DIR
     cf = cp = ""
     if canaries:
@@ -440,25 +450,25 @@ def grade_one(st: manifest.Stage, impl: str, *, submission: Path | None, hidden_
               timeout: float, sandbox: Sandbox) -> StageGrade:
     notes: list[str] = []
     tamper: list[str] = []
-    rel = f"{st.folder}/{st.module}.py"
-    stub_text: str | None = None
+    stub_texts: dict[str, str] = {}
     if impl == "student":
         base = submission if submission is not None else root()
-        stub_text, note = read_stub(base, st)
-        if note:
-            notes.append(note)
-        if stub_text is None:
-            stub_path = root() / rel
-            stub_text = stub_path.read_text(encoding="utf-8") if stub_path.exists() else None
-    if stub_text is not None and impl == "student":
-        problem = syntax_problem(stub_text, rel)
-        if problem:
-            run = RunResult(errors=[problem])
-            return StageGrade(st, grade_stage(st, run, with_hidden=False), [], notes)
-        why = imports_reference(stub_text, st)
-        if why:
-            tamper.append(why)
-    ws = build_workspace(st, stub_text, hidden_from=hidden_from, withhold=impl == "student")
+        stub_texts, more = read_stubs(base, st)
+        notes += more
+        for name in layout.file_names(st):  # what the submission lacks: the course's own stub
+            if name not in stub_texts and (layout.stub_dir(st) / name).is_file():
+                stub_texts[name] = (layout.stub_dir(st) / name).read_text(encoding="utf-8")
+        for name, text in stub_texts.items():
+            problem = syntax_problem(text, layout.stub_rel(st, name))
+            if problem:
+                run = RunResult(errors=[problem])
+                return StageGrade(st, grade_stage(st, run, with_hidden=False), [], notes)
+        for name, text in stub_texts.items():
+            why = imports_reference(text, st)
+            if why:
+                tamper.append(f"{layout.stub_rel(st, name)}: {why}")
+    ws = build_workspace(st, stub_texts if impl == "student" else None, hidden_from=hidden_from,
+                         withhold=impl == "student")
     try:
         for p in (ws.path / st.folder).rglob("*"):
             if p.is_dir():

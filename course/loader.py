@@ -6,9 +6,10 @@ Which one is decided, first match wins, by
   3. the environment variable `COURSE_IMPL` (inherited by notebooks and subprocesses),
   4. the learner's default, `student`.
 
-The learner's file `NN_stage/<name>.py` is loaded from its path under a private module
-name (`course_student.<name>`), so it never clashes with an installed package that happens
-to share its name (`train`, `profiling`, ...), nor with `solutions.<name>`.
+The learner's package `NN_stage/<name>/` is loaded from its path under a private module
+name (`course_student.<name>`, its files `course_student.<name>.<file>`), so it never
+clashes with an installed package that happens to share its name (`train`, `profiling`,
+...), nor with `solutions.<name>`.
 """
 
 from __future__ import annotations
@@ -63,8 +64,15 @@ def root() -> Path:
 
 
 def student_path(name: str) -> Path:
-    st = manifest.stage(name)
-    return root() / st.folder / f"{st.module}.py"
+    """The file `course.load` runs for the learner's package: `NN_stage/<name>/__init__.py`."""
+    from course import layout
+
+    return layout.stub_entry(manifest.stage(name))
+
+
+def _forget(modname: str) -> None:
+    for key in [k for k in sys.modules if k == modname or k.startswith(modname + ".")]:
+        del sys.modules[key]
 
 
 def _load_student(name: str) -> ModuleType:
@@ -72,7 +80,8 @@ def _load_student(name: str) -> ModuleType:
     path = student_path(name)
     if not path.exists():
         raise FileNotFoundError(
-            f"the learner's module {path} is missing; regenerate it with `course stubs --write`"
+            f"the learner's package {path.parent} (its {path.name}) is missing; "
+            "regenerate it with `course stubs --write`"
         )
     modname = f"course_student.{st.module}"
     cached = sys.modules.get(modname)
@@ -80,16 +89,19 @@ def _load_student(name: str) -> ModuleType:
         return cached
     if "course_student" not in sys.modules:
         pkg = ModuleType("course_student")
-        pkg.__path__ = []  # a namespace for learner modules, nothing importable by path
+        pkg.__path__ = []  # a namespace for learner packages, nothing importable by path
         sys.modules["course_student"] = pkg
-    spec = importlib.util.spec_from_file_location(modname, path)
+    # a package: its files import each other relatively (`from .allocator import ...`), as
+    # `course_student.<name>.allocator`, never the reference's `solutions.<name>.allocator`
+    spec = importlib.util.spec_from_file_location(modname, path, submodule_search_locations=[str(path.parent)])
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
+    _forget(modname)
     sys.modules[modname] = module  # before exec: dataclasses and pickle look it up
     try:
         spec.loader.exec_module(module)
     except BaseException:
-        sys.modules.pop(modname, None)
+        _forget(modname)
         raise
     return module
 
@@ -99,5 +111,12 @@ def load(name: str, impl: str | None = None) -> ModuleType:
     impl = current_impl() if impl is None else _check_impl(impl)
     st = manifest.stage(name)
     if impl == "solution":
+        from course import layout
+
+        if not layout.has_solution(st):
+            raise ModuleNotFoundError(
+                f"the reference solution of stage {st.number} (solutions/{st.module}/) is not in this repository "
+                f"(a learner's release has none for its own stage): test your code with --impl student",
+                name=f"solutions.{st.module}")
         return importlib.import_module(f"solutions.{st.module}")
     return _load_student(st.module)

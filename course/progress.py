@@ -25,8 +25,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from course import feedback, manifest
-from course.loader import root, student_path
+from course import feedback, layout, manifest
+from course.loader import root
 
 STATES = ("done", "partial", "failing", "blocked", "started", "TODO", "error", "missing")
 _KEEP = ("nodeid", "exercise", "points", "given", "gpu", "outcome", "todo", "message", "skip_reason")
@@ -37,11 +37,32 @@ def progress_file() -> Path:
     return root() / ".course" / "progress.json"
 
 
-def _file_hash(path: Path) -> str | None:
-    try:
-        return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
-    except OSError:
+def package_hash(st: manifest.Stage) -> str | None:
+    """A hash of the learner's package as it is now (every file, by name); None if absent."""
+    h = hashlib.sha256()
+    files = layout.stub_files(st)
+    if not layout.stub_entry(st).is_file():
         return None
+    for path in files:
+        try:
+            data = path.read_bytes()
+        except OSError:
+            data = b"\0missing"
+        h.update(path.name.encode() + b"\0" + len(data).to_bytes(8, "big") + data)
+    return h.hexdigest()[:16]
+
+
+def package_text(st: manifest.Stage) -> str | None:
+    """The learner's files of the stage, concatenated (None if the package is absent)."""
+    if not layout.stub_entry(st).is_file():
+        return None
+    parts = []
+    for path in layout.stub_files(st):
+        try:
+            parts.append(path.read_text(encoding="utf-8", errors="replace"))
+        except OSError:
+            pass
+    return "\n".join(parts)
 
 
 def _load() -> dict:
@@ -79,7 +100,7 @@ def record(results: list[dict]) -> None:
 
     def module_hash(st: manifest.Stage) -> str | None:
         if st.number not in hashes:
-            hashes[st.number] = _file_hash(student_path(st.module))
+            hashes[st.number] = package_hash(st)
         return hashes[st.number]
 
     for ex_id, rs in by_ex.items():
@@ -110,11 +131,33 @@ def record(results: list[dict]) -> None:
         g[number]["module_hash"] = module_hash(manifest.stage(number))
     if given:
         data[GIVEN_KEY] = g
+    _save(data)
+
+
+def _save(data: dict) -> None:
     path = progress_file()
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(f".{time.time_ns()}.tmp")
     tmp.write_text(json.dumps(data, indent=1), encoding="utf-8")
     tmp.replace(path)
+
+
+HINTS_KEY = "_hints"  # {exercise id: how many of its hints the learner has been shown}
+
+
+def hints_shown(ex_id: str | None = None):
+    """How many hints of `ex_id` were shown (`course hint`); without an id, {id: count}."""
+    h = _load().get(HINTS_KEY)
+    h = {k: v for k, v in h.items() if isinstance(v, int)} if isinstance(h, dict) else {}
+    return h if ex_id is None else h.get(ex_id, 0)
+
+
+def record_hint(ex_id: str, shown: int) -> None:
+    data = _load()
+    h = data.get(HINTS_KEY) if isinstance(data.get(HINTS_KEY), dict) else {}
+    h[ex_id] = max(shown, h.get(ex_id, 0) if isinstance(h.get(ex_id), int) else 0)
+    data[HINTS_KEY] = h
+    _save(data)
 
 
 @dataclass
@@ -151,9 +194,8 @@ def status() -> list[ExerciseStatus]:
     out: list[ExerciseStatus] = []
     tests_of: dict[str, list[dict]] = {}
     for st in manifest.STAGES:
-        path = student_path(st.module)
-        text = path.read_text(encoding="utf-8") if path.exists() else None
-        h = _file_hash(path)
+        text = package_text(st)
+        h = package_hash(st)
         stage_tests = [t for ex in st.exercises for t in (data.get(ex.id) or {}).get("tests", [])]
         graded = feedback.scores(st, stage_tests) if stage_tests else {}
         for ex in st.exercises:
@@ -163,7 +205,7 @@ def status() -> list[ExerciseStatus]:
             if rec is not None and "tests" not in rec:  # written by an older course version
                 rec = None
             if text is None:
-                out.append(ExerciseStatus(st, ex, "missing", f"{path.name} not found"))
+                out.append(ExerciseStatus(st, ex, "missing", f"{st.folder}/{st.module}/ not found"))
             elif rec and rec.get("module_hash") == h:
                 failed = [t for t in rec["tests"] if t["outcome"] == "failed"]
                 if failed and all(feedback.todo_of(t) not in (None, ex.id) for t in failed):

@@ -59,6 +59,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                 help="stream per-test events as JSON lines to file descriptor N (used by course grade)")
     g.addoption("--course-done", default=None, metavar="FILE",
                 help="deselect the test ids listed in FILE, one a line (a resumed grading run)")
+    g.addoption("--exercise", action="append", default=None, metavar="N.M",
+                help="run only the tests of this exercise (repeatable): `pytest 06_paged_attention --exercise 6.3`")
     g.addoption("--hidden-tests", action="store_true", default=False,
                 help="also collect the stages' hidden_tests/ folders (the grader and `make test` do)")
 
@@ -72,6 +74,23 @@ def pytest_configure(config: pytest.Config) -> None:
         loader.set_impl(impl)
     config.stash[_RESULTS_KEY] = []
     config.stash[_ERRORS_KEY] = []
+    _bound_shrinking(os.environ.get("COURSE_SHRINK_SECONDS"))
+
+
+def _bound_shrinking(seconds: str | None) -> None:
+    """Under `course check`, a failing Hypothesis test shrinks for at most `seconds` (and
+    100 shrinks), so its report comes within a bounded time; plain pytest keeps
+    Hypothesis's own limits."""
+    if not seconds:
+        return
+    try:
+        from hypothesis.internal.conjecture import engine
+    except ImportError:
+        return
+    if hasattr(engine, "MAX_SHRINKING_SECONDS"):
+        engine.MAX_SHRINKING_SECONDS = max(1, int(float(seconds)))
+    if hasattr(engine, "MAX_SHRINKS"):
+        engine.MAX_SHRINKS = min(engine.MAX_SHRINKS, 100)
 
 
 def pytest_report_header(config: pytest.Config) -> str:
@@ -114,6 +133,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         elif _in_stage_tests(item) and item.get_closest_marker("given") is None:
             raise pytest.UsageError(
                 f"{item.nodeid}: a stage test needs @pytest.mark.exercise(\"N.M\") or @pytest.mark.given")
+    wanted = config.getoption("--exercise", None)
+    if wanted:
+        for ex in wanted:
+            try:
+                manifest.exercise(ex)
+            except KeyError:
+                raise pytest.UsageError(f"--exercise {ex}: no such exercise in course/manifest.py") from None
+        keep = [it for it in items if exercise_of(it) in wanted]
+        gone = [it for it in items if exercise_of(it) not in wanted]
+        if gone:
+            config.hook.pytest_deselected(items=gone)
+            items[:] = keep
     done_file = config.getoption("--course-done", None)
     if done_file:
         done = set(Path(done_file).read_text(encoding="utf-8").splitlines())

@@ -27,13 +27,20 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from course import manifest
+from course import layout, manifest
 from course.loader import root
 
 HIDDEN_DIR = "hidden_tests"
 _ALWAYS_IGNORE = ("__pycache__", "*.pyc", ".ipynb_checkpoints", ".hypothesis", ".pytest_cache", "*.egg-info",
                   "bench_results", ".course", ".DS_Store")
 TOP_FILES = ("README.md", "pyproject.toml", "Makefile", ".gitignore", "CONTRIBUTING.md")
+LEARNER_TOP_FILES = ("pyproject.toml", ".gitignore")  # README.md and Makefile are written for the release
+
+# the optional dependencies (pyproject.toml) a learner's `make install` needs, by the first
+# stage that needs them: pytest & co. for every stage, `transformers` (the peer the GPT is
+# checked against) from stage 03, `triton` (the paged-decode kernel) from stage 06, the
+# web stack (FastAPI, uvicorn, the `openai` client) from stage 07
+EXTRAS_FROM = (("01", "test"), ("03", "peers"), ("06", "gpu"), ("07", "serving"))
 
 
 class ReleaseError(ValueError):
@@ -41,7 +48,7 @@ class ReleaseError(ValueError):
 
 
 def _stages_with_solutions() -> list[manifest.Stage]:
-    return [st for st in manifest.STAGES if (root() / "solutions" / f"{st.module}.py").exists()]
+    return [st for st in manifest.STAGES if layout.has_solution(st)]
 
 
 def _check_out(out: Path) -> Path:
@@ -110,15 +117,18 @@ def release(out: Path, through: str | None = None) -> list[str]:
 
     def fill(tmp: Path) -> list[str]:
         src = root()
-        for name in TOP_FILES:
+        for name in LEARNER_TOP_FILES:
             if (src / name).is_file():
                 shutil.copy2(src / name, tmp / name)
+        extras = learner_extras(last)
+        (tmp / "Makefile").write_text(learner_makefile(extras), encoding="utf-8")
+        (tmp / "README.md").write_text(learner_readme(released, last, extras), encoding="utf-8")
         shutil.copytree(src / "course", tmp / "course", ignore=shutil.ignore_patterns(*_ALWAYS_IGNORE))
 
         def solutions_ignore(d, names):
             drop = set(shutil.ignore_patterns(*_ALWAYS_IGNORE)(d, names))
             if Path(d) == src / "solutions":
-                drop |= {n for n in names if n.endswith(".py") and n[:-3] in stage_modules and n[:-3] not in given}
+                drop |= {n for n in names if n in stage_modules and n not in given}
             return drop
 
         shutil.copytree(src / "solutions", tmp / "solutions", ignore=solutions_ignore)
@@ -127,6 +137,8 @@ def release(out: Path, through: str | None = None) -> list[str]:
         return [f"stages {', '.join(st.number for st in released)}: stubs, notebooks (outputs cleared), "
                 f"visible tests",
                 "solutions given: " + (", ".join(sorted(given)) or "none") + " (and the shared modules)",
+                f"make install: the course with the extras {extras} (what stages "
+                f"{released[0].number}-{last.number} need)",
                 f"withheld: the solutions of stage {last.number} and later, every {HIDDEN_DIR}/, the course-level "
                 "tests, the grading workflow"]
 
@@ -153,3 +165,108 @@ def release_hidden(out: Path) -> list[str]:
                 "keep it private: grade with `course grade --submission LEARNER_REPO` there"]
 
     return _write(out, fill)
+
+
+# ---- the learner's README and Makefile -----------------------------------------------------
+
+def learner_extras(last: manifest.Stage) -> str:
+    return ",".join(extra for first, extra in EXTRAS_FROM if int(first) <= int(last.number))
+
+
+def learner_makefile(extras: str) -> str:
+    return f"""# The learner's commands (written by `course release`):
+#   make install   create .venv and install the course with what these stages need
+#   make demo      run every stage's demo (the reference where it is here, else your code)
+#   make status    your progress: `course status`
+PYTHON ?= python3
+VENV   ?= .venv
+BIN     = $(VENV)/bin
+EXTRAS ?= {extras}
+
+.PHONY: install demo status
+
+$(BIN)/.installed: pyproject.toml
+\t$(PYTHON) -m venv $(VENV)
+\t$(BIN)/python -m pip install --quiet -e ".[$(EXTRAS)]"
+\ttouch $@
+
+install: $(BIN)/.installed
+
+demo: $(BIN)/.installed
+\t$(BIN)/course demo
+
+status: $(BIN)/.installed
+\t$(BIN)/course status
+"""
+
+
+def _stage_rows(stages: list[manifest.Stage]) -> list[str]:
+    """The maintainer README's table rows of these stages (what each builds)."""
+    try:
+        text = (root() / "README.md").read_text(encoding="utf-8")
+    except OSError:
+        text = ""
+    rows = []
+    for st in stages:
+        row = next((line for line in text.splitlines() if line.startswith(f"| [{st.folder}](")), None)
+        if row is None:
+            row = f"| [{st.folder}]({st.folder}/) | {st.title} |"
+        else:  # drop the maintainers' status column
+            cells = row.strip().strip("|").split(" | ")
+            row = f"| {cells[0].strip()} | {cells[1].strip()} |"
+        rows.append(row)
+    return rows
+
+
+def learner_readme(released: list[manifest.Stage], last: manifest.Stage, extras: str) -> str:
+    """The README of a learner's release: only the released stages, only commands that
+    work here (a course-level test runs every command of its first code block)."""
+    ex = last.exercises[0]
+    rng = released[0].number if len(released) == 1 else f"{released[0].number}-{last.number}"
+    given = [st for st in released if st is not last]
+    lines = [
+        "# AI Engineering from Scratch",
+        "",
+        f"Your repository for stage{'s' if len(released) > 1 else ''} {rng} of the course "
+        f"({len(released)} of {len(manifest.STAGES)}). You write each stage's package yourself, "
+        "exercise by exercise, and measure it against the tools people use in production.",
+        "",
+        "| stage | you build |",
+        "| --- | --- |",
+        *_stage_rows(released),
+        "",
+        "## Working through a stage",
+        "",
+        f"Set up once (needs `python3` 3.10 or newer and `make`; installs the course and what "
+        f"these stages need, the extras `{extras}`, into `.venv/`), then open the lesson "
+        f"`{last.notebook}` in Jupyter (`jupyter lab {last.notebook}`) and work through it in order. "
+        f"Each exercise N.M is a hole in `{last.folder}/{last.module}/` that raises "
+        "`NotImplementedError(\"Exercise N.M ...\")`; the header of each file lists its holes, "
+        "their lines and the commands that check them.",
+        "",
+        "```bash",
+        "make install && source .venv/bin/activate",
+        "course status                      # the stages here, your points, the next exercise",
+        f"course check {ex.id}                   # exercise {ex.id}'s tests alone: one line, the failure that says most",
+        f"course hint {ex.id}                    # stuck? the next hint (the hints you use are recorded)",
+        f"course check {last.number}                    # the whole stage, one line per exercise",
+        f"pytest {last.folder} --exercise {ex.id}   # exercise {ex.id}'s tests with full tracebacks",
+        f"course demo --stages {last.number}            # the stage's demo on your code (or what it still needs)",
+        "```",
+        "",
+        f"When a stage is done, `python {last.folder}/bench.py` measures your code against "
+        "baselines and real peers.",
+        "",
+    ]
+    if given:
+        lines += [
+            "The reference solutions of the earlier stages "
+            f"({', '.join(st.number for st in given)}) are in `solutions/`: later stages build on them, "
+            "so being stuck on one stage never blocks the next. Your instructor grades the files of "
+            "your stage package (`NN_stage/<module>/`) with held-out tests as well as these.",
+            "",
+        ]
+    else:
+        lines += ["Your instructor grades the files of your stage package (`NN_stage/<module>/`) with "
+                  "held-out tests as well as these.", ""]
+    return "\n".join(lines)

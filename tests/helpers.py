@@ -9,15 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from course import manifest
+from course import layout, manifest
 from course.loader import root
 
 ROOT = root()
 
 
 def existing_stages() -> list[manifest.Stage]:
-    """Stages whose solution module exists (the manifest may list planned stages)."""
-    return [st for st in manifest.STAGES if (ROOT / "solutions" / f"{st.module}.py").exists()]
+    """Stages whose solution package exists (the manifest may list planned stages)."""
+    return [st for st in manifest.STAGES if layout.has_solution(st)]
 
 
 def run(cmd: list[str], impl: str = "solution", timeout: int = 900, **kw) -> subprocess.CompletedProcess:
@@ -109,7 +109,9 @@ def small_course(base: Path) -> Path:
     shutil.copytree(ROOT / "solutions", base / "solutions", ignore=shutil.ignore_patterns("__pycache__"))
     (base / "01_autograd" / "tests").mkdir(parents=True)
     (base / "01_autograd" / "hidden_tests").mkdir()
-    shutil.copy2(ROOT / "01_autograd" / "autograd.py", base / "01_autograd" / "autograd.py")
+    shutil.copytree(ROOT / "01_autograd" / "autograd", base / "01_autograd" / "autograd",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy2(ROOT / "01_autograd" / "hints.json", base / "01_autograd" / "hints.json")
     (base / "01_autograd" / "tests" / "test_autograd_rt.py").write_text(VISIBLE)
     (base / "01_autograd" / "hidden_tests" / "test_autograd_rt_hidden.py").write_text(HIDDEN)
     return base

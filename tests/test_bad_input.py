@@ -206,7 +206,7 @@ TRAIN_CASES = [
 @pytest.mark.parametrize("argv,expected", [pytest.param(a, e, id=i) for i, a, e in TRAIN_CASES])
 def test_train_cli_refuses_and_changes_nothing(train_setup, argv, expected, capsys, monkeypatch):
     t = train_setup
-    monkeypatch.setattr(tr, "RUNS_DIR", t / "runs")
+    monkeypatch.setattr(tr.cli, "RUNS_DIR", t / "runs")  # read by solutions/train/cli.py
     ro = str(_unwritable_folder(t)) if any("{RO}" in a for a in argv) else ""
     argv = [a.replace("{T}", str(t)).replace("{ROOT}", str(ROOT)).replace("{RO}", ro) for a in argv]
     if "--data" not in argv:

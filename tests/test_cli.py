@@ -37,6 +37,60 @@ def test_check_on_the_stub_shows_todos():
     assert proc.stdout.count("TODO") >= len(st.exercises)
 
 
+def test_check_one_exercise_runs_only_its_tests(tmp_path):
+    """`course check 1.2` runs 1.2's tests alone, prints its line (and what blocks it), and
+    `pytest --exercise 1.2` selects the same tests."""
+    st = existing_stages()[0]
+    ex = st.exercises[1]
+    proc = run([sys.executable, "-m", "course", "check", ex.id, "--impl", "solution"], timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    rows = [line.split()[1] for line in proc.stdout.splitlines() if line[:2].strip() in cli.SYMBOL.values()
+            and len(line.split()) > 1]
+    assert rows == [ex.id], proc.stdout
+    assert f"{ex.id} done" in proc.stdout
+    proc = run([sys.executable, "-m", "pytest", "--impl", "solution", "--co", "-q", st.folder, "--exercise", ex.id],
+               timeout=300)
+    assert proc.returncode == 0, proc.stdout[-2000:]
+    ids = [line for line in proc.stdout.splitlines() if "::" in line]
+    from course import grading
+
+    marked = {name for f in (ROOT / st.folder / "tests").glob("test_*.py")
+              for name, e in grading.marked_functions(f).items() if e == ex.id}
+    assert ids and all(line.split("::")[-1].split("[")[0] in marked for line in ids), (ids, marked)
+    proc = run([sys.executable, "-m", "pytest", "--co", "-q", st.folder, "--exercise", "9.99"], timeout=300)
+    assert proc.returncode != 0 and "no such exercise" in proc.stdout + proc.stderr
+
+
+def test_check_of_an_exercise_on_the_stub_says_todo_and_blocked():
+    st = existing_stages()[0]
+    ex = next(e for e in st.exercises if e.requires)
+    proc = run([sys.executable, "-m", "course", "check", ex.id], impl="student", timeout=300)
+    assert proc.returncode == 1, proc.stdout
+    assert "TODO" in proc.stdout and f"course hint {ex.id}" in proc.stdout, proc.stdout
+
+
+def test_hint_shows_one_more_each_time_and_records_it(tmp_path):
+    import shutil
+
+    st = existing_stages()[0]
+    ex = st.exercises[0]
+    base = tmp_path / "c"
+    shutil.copytree(ROOT / st.folder, base / st.folder, ignore=shutil.ignore_patterns("__pycache__", "*.ipynb"))
+    env = {"COURSE_ROOT": str(base)}
+    first = run([sys.executable, "-m", "course", "hint", ex.id], impl="student", env=env, timeout=60)
+    assert first.returncode == 0 and "hint 1/" in first.stdout and "hint 2/" not in first.stdout, first.stdout
+    again = run([sys.executable, "-m", "course", "hint", ex.id, "--again"], impl="student", env=env, timeout=60)
+    assert "hint 1/" in again.stdout and "hint 2/" not in again.stdout, again.stdout
+    second = run([sys.executable, "-m", "course", "hint", ex.id], impl="student", env=env, timeout=60)
+    import json
+
+    recorded = json.loads((base / ".course" / "progress.json").read_text())["_hints"][ex.id]
+    total = int(first.stdout.split("hint 1/")[1].split(":")[0])
+    assert recorded == min(2, total) and ("hint 2/" in second.stdout) == (total >= 2), second.stdout
+    bad = run([sys.executable, "-m", "course", "hint", st.number], impl="student", env=env, timeout=60)
+    assert bad.returncode == 2 and "not a stage" in bad.stderr
+
+
 def test_doctor_reports_the_machine():
     proc = run([sys.executable, "-m", "course", "doctor"], timeout=120)
     for what in ("python", "torch", "CUDA", "triton", "notebook kernel"):

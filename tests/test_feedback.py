@@ -90,30 +90,33 @@ def _fake_root(tmp_path: Path, monkeypatch, stage_folder: str = "01_autograd") -
 
 def test_an_error_raised_in_the_learners_module_names_its_file_and_line(tmp_path, monkeypatch):
     root = _fake_root(tmp_path, monkeypatch)
-    path = root / "01_autograd" / "autograd.py"
+    path = root / "01_autograd" / "autograd" / "__init__.py"
     code = compile("def f(x):\n    return x.reshape(-1, 7)\n", str(path), "exec")
     ns: dict = {}
     exec(code, ns)
     with pytest.raises(ValueError) as info:
         ns["f"](np.zeros(6))
     msg = feedback.failure_message(info.value)
-    assert msg.startswith("01_autograd/autograd.py:2: ValueError: cannot reshape"), msg
+    assert msg.startswith("01_autograd/autograd/__init__.py:2: ValueError: cannot reshape"), msg
     # a test's own assertion is the test's message, with no learner location
     assert feedback.failure_message(AssertionError("assert 6 == 4")) == "AssertionError: assert 6 == 4"
 
 
-def _stub_with(root: Path, old: str, new: str) -> int:
-    """Edit the copied stub (never the committed one); return the edited line's number."""
-    path = root / "01_autograd" / "autograd.py"
-    text = path.read_text(encoding="utf-8")
-    assert old in text
-    path.write_text(text.replace(old, new, 1), encoding="utf-8")
-    return text[: text.index(old)].count("\n") + 1
+def _stub_with(root: Path, old: str, new: str) -> tuple[str, int]:
+    """Edit the copied stub package (never the committed one) in the first of its files,
+    in name order, that holds `old`; return that file (relative to the root) and the
+    edited line's number."""
+    for path in sorted((root / "01_autograd" / "autograd").glob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        if old in text:
+            path.write_text(text.replace(old, new, 1), encoding="utf-8")
+            return str(path.relative_to(root)), text[: text.index(old)].count("\n") + 1
+    raise AssertionError(f"no file of the stage 01 stub holds {old!r}")
 
 
 def test_syntax_error_is_reported_at_the_learners_file_and_line(tmp_path, monkeypatch):
     root = _fake_root(tmp_path, monkeypatch)
-    line = _stub_with(root, "import numpy as np\n", "import numpy as np\nx = (1,\n")
+    rel, line = _stub_with(root, "import numpy as np\n", "import numpy as np\nx = (1,\n")
     res = tmp_path / "r.json"
     env = dict(os.environ, COURSE_ROOT=str(root), COURSE_NO_RECORD="1", COURSE_IMPL="student")
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--impl", "student",
@@ -121,10 +124,10 @@ def test_syntax_error_is_reported_at_the_learners_file_and_line(tmp_path, monkey
                           cwd=root, env=env, capture_output=True, text=True, timeout=300)
     errors = json.loads(res.read_text())["errors"]
     assert errors, proc.stdout[-2000:]
-    want = re.compile(rf"^01_autograd/autograd\.py:{line + 1}: SyntaxError: ")
+    want = re.compile(rf"^{re.escape(rel)}:{line + 1}: SyntaxError: ")
     assert all(want.match(e) for e in errors), errors
     assert "(while collecting 01_autograd/tests/" in errors[0]
-    assert f"01_autograd/autograd.py:{line + 1}: SyntaxError" in proc.stdout
+    assert f"{rel}:{line + 1}: SyntaxError" in proc.stdout
     # course check says it once, with how many test files it stops
     lines, done = feedback.check_lines(manifest.stage("01"), [], errors)
     assert done == 0 and want.match(lines[0].removeprefix(" ! ")), lines[:2]
@@ -134,12 +137,12 @@ def test_syntax_error_is_reported_at_the_learners_file_and_line(tmp_path, monkey
 
 def test_import_error_in_the_learners_module_names_its_line(tmp_path, monkeypatch):
     root = _fake_root(tmp_path, monkeypatch)
-    line = _stub_with(root, "import numpy as np\n", "import numpy as np\nimport numpy_typo_not_installed\n")
+    rel, line = _stub_with(root, "import numpy as np\n", "import numpy as np\nimport numpy_typo_not_installed\n")
     env = dict(os.environ, COURSE_ROOT=str(root), COURSE_NO_RECORD="1", COURSE_IMPL="student")
     proc = subprocess.run([sys.executable, "-m", "course", "check", "01"], cwd=root, env=env,
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 1
-    assert (f"01_autograd/autograd.py:{line + 1}: ModuleNotFoundError: No module named "
+    assert (f"{rel}:{line + 1}: ModuleNotFoundError: No module named "
             "'numpy_typo_not_installed'") in " ".join(proc.stdout.split()), proc.stdout
     assert all(len(ln) <= 80 for ln in proc.stdout.splitlines())
 
@@ -248,14 +251,14 @@ def test_status_and_check_agree_on_points(tmp_path, monkeypatch):
     assert state["1.1"] == "done" and state["1.2"] == "partial" and state["1.4"] == "blocked"
     assert next(r for r in rows if r.exercise.id == "1.4").blocked_by == ["1.2", "1.3"]  # 1.2: partial
     assert progress.given("01") == {"passed": 2, "failed": 0, "skipped": 1,
-                                    "module_hash": progress._file_hash(root / "01_autograd/autograd.py")}
+                                    "module_hash": progress.package_hash(st)}
     # a run of some tests merges with the earlier run of the same file
     progress.record([_res("t12_b", "1.2", "passed")])
     row12 = next(r for r in progress.status() if r.exercise.id == "1.2")
     assert row12.state == "partial" and round(row12.score, 6) == round(15 * 3 / 4, 6)
     # the module changes: the points stay those of the last run, marked "started"
-    (root / "01_autograd" / "autograd.py").write_text(
-        (root / "01_autograd" / "autograd.py").read_text() + "\n# edited\n")
+    (root / "01_autograd" / "autograd" / "__init__.py").write_text(
+        (root / "01_autograd" / "autograd" / "__init__.py").read_text() + "\n# edited\n")
     row12 = next(r for r in progress.status() if r.exercise.id == "1.2")
     assert row12.state == "started" and round(row12.score, 6) == round(15 * 3 / 4, 6)
 

@@ -96,14 +96,14 @@ def test_hidden_tests_from_a_folder_are_graded_and_hidden(tmp_path, impl, expect
 
 def test_syntax_error_names_the_learners_file_and_line(tmp_path):
     course_root = small_course(tmp_path / "course")
-    sub = tmp_path / "sub" / "01_autograd"
+    sub = tmp_path / "sub" / "01_autograd" / "autograd"
     sub.mkdir(parents=True)
-    (sub / "autograd.py").write_text("import numpy as np\n\n\ndef broken(:\n    pass\n")
+    (sub / "__init__.py").write_text("import numpy as np\n\n\ndef broken(:\n    pass\n")
     res, proc = _grade(tmp_path, "student", "--stages", "01", "--submission", str(tmp_path / "sub"),
                        env={"COURSE_ROOT": str(course_root)})
     assert res["score"] == 0
     out = res["tests"][0]["output"]
-    assert "SyntaxError" in out and "01_autograd/autograd.py, line 4" in out and "def broken(:" in out, out
+    assert "SyntaxError" in out and "01_autograd/autograd/__init__.py, line 4" in out and "def broken(:" in out, out
 
 
 @pytest.mark.parametrize("args, why", [

@@ -46,7 +46,31 @@ def test_make_stub_replaces_regions_and_keeps_given_code():
     assert '"""Area of a circle."""' in out and "class Shape:" in out and "import math" in out
     # the raise sits at the marker's indentation
     assert re.search(r"^        raise NotImplementedError\('Exercise " + re.escape(e2.id), out, re.M)
-    assert out.startswith("# This file is GENERATED")
+    assert out.startswith("# GENERATED from ")
+    # the header names each exercise's holes by their lines in the stub, and its commands
+    lines = out.splitlines()
+    for ex in (e1, e2):
+        at = [n for n, line in enumerate(lines, 1) if f"'Exercise {ex.id}:" in line]
+        assert f"#   {ex.id} {ex.title}: line {at[0]}; `course check {ex.id}`, `course hint {ex.id}`" in out
+
+
+def test_hints_come_first_in_their_region_and_the_stub_drops_them():
+    st, e1, e2 = _first_two_exercises()
+    src = SOLUTION.replace("1.1", e1.id).replace("1.2", e2.id).replace(
+        f"    # BEGIN SOLUTION {e1.id}\n",
+        f"    # BEGIN SOLUTION {e1.id}\n    # HINT: think of a square.\n    #   of side r.\n    # HINT: pi r^2.\n")
+    assert stubs.hints(src) == {e1.id: ["think of a square. of side r.", "pi r^2."]}
+    out = stubs.make_stub(src, st.module)
+    assert "HINT" not in out and "square" not in out
+    late = src.replace("    return math.pi * r * r\n", "    return math.pi * r * r\n    # HINT: too late\n")
+    with pytest.raises(stubs.MarkerError, match="a hint must come first"):
+        stubs.hints(late)
+
+
+def test_a_given_file_says_so():
+    st = manifest.STAGES[0]
+    out = stubs.make_stub('"""Given."""\nX = 1\n', st.module, "solutions/x/given.py")
+    assert out.splitlines()[1].startswith("# Nothing to write here") and "X = 1" in out
 
 
 @pytest.mark.parametrize("bad, why", [

@@ -1,8 +1,9 @@
 """A small mutation check: plausible learner bugs, each applied to a copy of a reference
 solution, must make some exercise test of that stage fail.
 
-Each mutation replaces one snippet of `solutions/<module>.py` (it must occur exactly once)
-and writes the result as the "learner's" module of a throwaway course root; the stage's
+Each mutation replaces one snippet of the package `solutions/<module>/` (it must occur
+exactly once across its files) and writes the result as the "learner's" package of a
+throwaway course root; the stage's
 named test files then run against it in a subprocess (`--impl student` with `COURSE_ROOT`
 pointing at the copy, so `course.load` picks up the mutant). The run must end with a
 failing test (exit status 1), not a collection error, and not a TODO (that would mean the
@@ -28,7 +29,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from course import manifest
+from course import layout, manifest
 from tests.helpers import ROOT
 
 
@@ -36,7 +37,7 @@ from tests.helpers import ROOT
 class Mutation:
     id: str
     module: str  # "autograd", ...
-    old: str  # a snippet of solutions/<module>.py, occurring exactly once
+    old: str  # a snippet of the package solutions/<module>/, occurring exactly once in it
     new: str
     tests: tuple[str, ...]  # test files or node ids (relative to the stage folder) that must catch it
     more: tuple[tuple[str, str], ...] = ()  # further (old, new) edits of the same mutation
@@ -213,6 +214,15 @@ def _run_jobs(jobs: list[dict]) -> list[dict]:
     return results
 
 
+def _package(st: manifest.Stage) -> dict[str, str]:
+    """{file name: text} of the stage's reference package."""
+    return {p.name: p.read_text(encoding="utf-8") for p in layout.solution_files(st)}
+
+
+def _count(sources: dict[str, str], snippet: str) -> int:
+    return sum(text.count(snippet) for text in sources.values())
+
+
 @pytest.fixture(scope="module")
 def outcomes(tmp_path_factory) -> dict[str, tuple[int, str]]:
     """Run every mutation once (one runner process); {id: (exit status, output)}."""
@@ -220,14 +230,16 @@ def outcomes(tmp_path_factory) -> dict[str, tuple[int, str]]:
     jobs = []
     for k, mut in enumerate(MUTATIONS):
         st = _stage(mut.module)
-        source = (ROOT / "solutions" / f"{st.module}.py").read_text(encoding="utf-8")
-        if any(source.count(old) != 1 for old, _ in mut.edits):
+        sources = _package(st)
+        if any(_count(sources, old) != 1 for old, _ in mut.edits):
             continue  # reported by the test itself
         for old, new in mut.edits:
-            source = source.replace(old, new)
+            name = next(n for n, text in sources.items() if old in text)
+            sources[name] = sources[name].replace(old, new)
         root = base / f"m{k}"
-        (root / st.folder).mkdir(parents=True)
-        (root / st.folder / f"{st.module}.py").write_text(source, encoding="utf-8")
+        (root / st.folder / st.module).mkdir(parents=True)
+        for name, text in sources.items():
+            (root / st.folder / st.module / name).write_text(text, encoding="utf-8")
         jobs.append({"id": mut.id, "root": str(root), "log": str(root / "pytest.log"),
                      "files": [str(ROOT / st.folder / f) for f in mut.tests]})
     spec = base / "jobs.json"
@@ -247,10 +259,10 @@ def outcomes(tmp_path_factory) -> dict[str, tuple[int, str]]:
 @pytest.mark.parametrize("mut", [pytest.param(m, id=m.id) for m in MUTATIONS])
 def test_mutation_is_caught(mut: Mutation, outcomes):
     st = _stage(mut.module)
-    source = (ROOT / "solutions" / f"{st.module}.py").read_text(encoding="utf-8")
+    sources = _package(st)
     for old, _ in mut.edits:
-        count = source.count(old)
-        assert count == 1, (f"mutation {mut.id}: its snippet occurs {count} times in solutions/{st.module}.py "
+        count = _count(sources, old)
+        assert count == 1, (f"mutation {mut.id}: its snippet occurs {count} times in solutions/{st.module}/ "
                             f"(must be once); update tests/test_mutations.py to the solution's new text:\n{old}")
     code, out = outcomes[mut.id]
     assert "TODO: Exercise" not in out, f"mutation {mut.id}: the stub ran instead of the mutant:\n{out[-3000:]}"

@@ -24,20 +24,28 @@ def course_root(tmp_path_factory) -> Path:
     return small_course(tmp_path_factory.mktemp("instructor"))
 
 
-def _stub(course_root: Path) -> str:
-    return (course_root / "01_autograd" / "autograd.py").read_text()
+def _stub(course_root: Path) -> dict[str, str]:
+    """The learner's package as the course ships it: {file name: text}."""
+    return {p.name: p.read_text() for p in sorted((course_root / "01_autograd" / "autograd").glob("*.py"))}
 
 
-def _solution(course_root: Path) -> str:
-    return (course_root / "solutions" / "autograd.py").read_text()
+def _solution(course_root: Path) -> dict[str, str]:
+    """The reference package's files, as a learner who copied them would submit them."""
+    return {p.name: p.read_text() for p in sorted((course_root / "solutions" / "autograd").glob("*.py"))}
 
 
-def _grade(course_root: Path, tmp_path: Path, learner_file: str | None, *extra: str,
+def _plus(files: dict[str, str], code: str) -> dict[str, str]:
+    """The package with `code` appended to its `__init__.py` (it runs when the package loads)."""
+    return {**files, "__init__.py": files["__init__.py"] + code}
+
+
+def _grade(course_root: Path, tmp_path: Path, learner_files: dict[str, str] | None, *extra: str,
            submission: Path | None = None):
     sub = submission or tmp_path / "submission"
-    if learner_file is not None:
-        (sub / "01_autograd").mkdir(parents=True, exist_ok=True)
-        (sub / "01_autograd" / "autograd.py").write_text(learner_file)
+    if learner_files is not None:
+        (sub / "01_autograd" / "autograd").mkdir(parents=True, exist_ok=True)
+        for name, text in learner_files.items():
+            (sub / "01_autograd" / "autograd" / name).write_text(text)
     out, md = tmp_path / "results.json", tmp_path / "summary.md"
     proc = run([sys.executable, "-m", "course", "grade", "--submission", str(sub), "--stages", "01",
                 "--timeout", "3", "--json", str(out), "--summary", str(md), *extra], impl="student", timeout=300,
@@ -77,7 +85,7 @@ def test_crashes_loops_and_hangs_cost_only_their_exercise(course_root, tmp_path)
     """The solution, with 1.1 raising KeyboardInterrupt (pytest stops the session), 1.3
     calling os._exit, 1.4 segfaulting, 1.5 looping inside C code and 1.6 hanging inside a
     Hypothesis test: 1.2 keeps its points, visible and hidden, and nothing is "tampering"."""
-    learner = _solution(course_root) + '''
+    learner = _plus(_solution(course_root), '''
 
 import ctypes as _ctypes
 import itertools as _itertools
@@ -110,7 +118,7 @@ Tensor.__matmul__ = _segfault
 Tensor.reshape = _c_loop
 Tensor.relu = _hang
 Tensor.backward = _interrupt
-'''
+''')
     t0 = time.monotonic()
     res, md, proc = _grade(course_root, tmp_path, learner)
     assert "TAMPERING" not in proc.stderr, proc.stderr
@@ -123,21 +131,29 @@ Tensor.backward = _interrupt
     assert time.monotonic() - t0 < 120
 
 
+def _import_pytest(text: str) -> str:
+    future = "from __future__ import annotations\n"
+    if future in text:
+        return text.replace(future, future + "import pytest as _pytest\n", 1)
+    return "import pytest as _pytest\n" + text
+
+
 ATTACKS = {
     # the stub's NotImplementedError turned into a skip
-    "skip-instead-of-raise": lambda stub: stub.replace("raise NotImplementedError(", "_pytest.skip(").replace(
-        "import numpy as np", "import numpy as np\nimport pytest as _pytest", 1),
+    "skip-instead-of-raise": lambda stub: {
+        name: _import_pytest(text.replace("raise NotImplementedError(", "_pytest.skip("))
+        if "raise NotImplementedError(" in text else text for name, text in stub.items()},
     # every report rewritten to "passed"
-    "patch-test-report": lambda stub: stub + '''
+    "patch-test-report": lambda stub: _plus(stub, '''
 import _pytest.reports as _r
 _orig_init = _r.TestReport.__init__
 def _init(self, *a, **k):
     _orig_init(self, *a, **k)
     self.outcome, self.longrepr = "passed", None
 _r.TestReport.__init__ = _init
-''',
+'''),
     # a plugin registered from the stub, forcing every call to pass
-    "register-plugin": lambda stub: stub + '''
+    "register-plugin": lambda stub: _plus(stub, '''
 import sys as _sys
 import pytest as _pytest
 class _Forge:
@@ -147,23 +163,23 @@ class _Forge:
         rep = out.get_result()
         rep.outcome, rep.longrepr = "passed", None
 _sys.modules["course.pytest_plugin"]._current_config.pluginmanager.register(_Forge(), "forge")
-''',
+'''),
     # the test functions never run
-    "patch-runtest": lambda stub: stub + '''
+    "patch-runtest": lambda stub: _plus(stub, '''
 import _pytest.python as _p
 _p.Function.runtest = lambda self: None
-''',
+'''),
     # forged events written to the grader's channel when the process exits
-    "atexit-forged-events": lambda stub: stub + '''
+    "atexit-forged-events": lambda stub: _plus(stub, '''
 import atexit as _atexit, json as _json, os as _os, sys as _sys
 def _forge():
     fd = next(int(a.split("=", 1)[1]) for a in _sys.argv if a.startswith("--course-events-fd="))
     for n in ("01_autograd/tests/test_autograd_rt.py::test_rt_add",):
         _os.write(fd, (_json.dumps({"ev": "result", "nodeid": n, "outcome": "passed"}) + "\\n").encode())
 _atexit.register(_forge)
-''',
+'''),
     # the reference solution, imported
-    "import-solution": lambda stub: stub + "\nfrom solutions.autograd import *  # noqa\n",
+    "import-solution": lambda stub: _plus(stub, "\nfrom solutions.autograd import *  # noqa\n"),
 }
 
 
@@ -180,10 +196,10 @@ def test_attack_scores_zero_or_is_flagged(course_root, tmp_path, attack):
 def test_learner_edits_to_tests_and_solutions_count_for_nothing(course_root, tmp_path):
     sub = tmp_path / "submission"
     (sub / "01_autograd" / "tests").mkdir(parents=True)
-    (sub / "solutions").mkdir()
+    (sub / "solutions" / "autograd").mkdir(parents=True)
     (sub / "01_autograd" / "tests" / "test_autograd_rt.py").write_text(
         'import pytest\n\n@pytest.mark.exercise("1.2")\ndef test_rt_add():\n    pass\n')
-    (sub / "solutions" / "autograd.py").write_text("raise SystemExit('never read')\n")
+    (sub / "solutions" / "autograd" / "__init__.py").write_text("raise SystemExit('never read')\n")
     res, _, proc = _grade(course_root, tmp_path, _stub(course_root), submission=sub)
     assert res["score"] == 0
 
@@ -191,13 +207,13 @@ def test_learner_edits_to_tests_and_solutions_count_for_nothing(course_root, tmp
 def test_a_linked_stub_is_refused(course_root, tmp_path):
     sub = tmp_path / "submission"
     (sub / "01_autograd").mkdir(parents=True)
-    (sub / "01_autograd" / "autograd.py").symlink_to(course_root / "solutions" / "autograd.py")
+    (sub / "01_autograd" / "autograd").symlink_to(course_root / "solutions" / "autograd")
     res, _, proc = _grade(course_root, tmp_path, None, submission=sub)
     assert res["score"] == 0 and "is a link" in proc.stderr
 
 
 def test_a_detached_child_cannot_rewrite_results_after_grading(course_root, tmp_path):
-    learner = _stub(course_root) + '''
+    learner = _plus(_stub(course_root), '''
 import os as _os, time as _time
 def _outputs():
     pid = _os.getppid()
@@ -215,7 +231,7 @@ if _os.fork() == 0:
                 pass
         _os._exit(0)
     _os._exit(0)
-'''
+''')
     res, md, proc = _grade(course_root, tmp_path, learner)
     time.sleep(4)
     res2 = json.loads((tmp_path / "results.json").read_text())
@@ -224,14 +240,14 @@ if _os.fork() == 0:
 
 
 def test_hidden_source_never_reaches_the_outputs(course_root, tmp_path):
-    learner = _stub(course_root) + '''
+    learner = _plus(_stub(course_root), '''
 import glob as _glob, os as _os
 _src = "".join(open(p).read() for p in _glob.glob(_os.path.join(_os.environ["COURSE_ROOT"], "*", "hidden_tests", "*.py")))
 print(_src)
 def _leak(self, other):
     raise AssertionError(_src)
 Tensor.__add__ = _leak
-'''
+''')
     res, md, proc = _grade(course_root, tmp_path, learner)
     assert res["score"] == 0
     for text in (json.dumps(res), md, proc.stdout, proc.stderr):
@@ -241,12 +257,12 @@ Tensor.__add__ = _leak
 def test_a_pth_file_in_the_venv_is_blocked_or_flagged(course_root, tmp_path):
     site = Path(sysconfig.get_paths()["purelib"])
     pth = site / f"zz_course_redteam_{os.getpid()}.pth"
-    learner = _stub(course_root) + f'''
+    learner = _plus(_stub(course_root), f'''
 try:
     open({str(pth)!r}, "w").write("# course red-team test: harmless\\n")
 except OSError:
     pass
-'''
+''')
     try:
         res, _, proc = _grade(course_root, tmp_path, learner)
         assert res["score"] == 0

@@ -1,15 +1,20 @@
-"""Every committed stub is exactly what the generator produces from its solution, and the
-stage chain holds: solutions import only earlier stages and the shared modules."""
+"""Every committed stub is exactly what the generator produces from its solution; the stub
+packages are exercise first (short files, holes in exercise order near the top); the stage
+chain holds: solutions import only earlier stages and the shared modules, a stage package's
+files import each other relatively, and no stub reaches for its own stage's reference."""
 from __future__ import annotations
 
 import ast
+import re
 
 import pytest
 
-from course import manifest, stubs
+from course import layout, manifest, stubs
 from tests.helpers import ROOT, existing_stages, stage_params
 
-SHARED = {"tokenizer", "gpt", "workload", "fileio"}
+SHARED = {"tokenizer", "gpt", "workload", "fileio", "checks"}
+MAX_STUB_LINES = 300  # a learner's file is read whole: no stub file is longer
+FIRST_HOLE_WITHIN = 40  # lines from the top of a stub file to its first hole
 
 
 def test_every_stub_is_in_sync_with_its_solution():
@@ -17,8 +22,9 @@ def test_every_stub_is_in_sync_with_its_solution():
     assert not problems, "\n".join(problems)
 
 
-def _marker_ids(path) -> set[str]:
-    return {r.exercise for r in stubs.regions(path.read_text(encoding="utf-8"), str(path))}
+def _marker_ids(st: manifest.Stage) -> set[str]:
+    return {r.exercise for p in layout.solution_files(st)
+            for r in stubs.regions(p.read_text(encoding="utf-8"), str(p))}
 
 
 def _test_marker_ids(folder) -> set[str]:
@@ -35,7 +41,7 @@ def _test_marker_ids(folder) -> set[str]:
 @pytest.mark.parametrize("st", stage_params())
 def test_manifest_markers_and_tests_name_the_same_exercises(st: manifest.Stage):
     listed = {e.id for e in st.exercises}
-    marked = _marker_ids(ROOT / "solutions" / f"{st.module}.py")
+    marked = _marker_ids(st)
     tested = _test_marker_ids(ROOT / st.folder / "tests")
     assert marked == listed, f"solution markers {sorted(marked)} != manifest {sorted(listed)}"
     assert tested == listed, f"test markers {sorted(tested)} != manifest {sorted(listed)}"
@@ -44,8 +50,46 @@ def test_manifest_markers_and_tests_name_the_same_exercises(st: manifest.Stage):
 @pytest.mark.parametrize("st", stage_params())
 def test_stage_has_its_files(st: manifest.Stage):
     folder = ROOT / st.folder
-    for need in (f"{st.module}.py", "tests", "bench.py", f"{st.folder}.ipynb", "README.md"):
+    for need in (f"{st.module}/__init__.py", stubs.HINTS_FILE, "tests", "bench.py", f"{st.folder}.ipynb",
+                 "README.md"):
         assert (folder / need).exists(), f"{st.folder}/{need} is missing"
+    assert not (folder / f"{st.module}.py").exists(), f"{st.folder}/{st.module}.py: the stub is a package now"
+    assert not (ROOT / "solutions" / f"{st.module}.py").exists(), f"solutions/{st.module}.py beside the package"
+
+
+@pytest.mark.parametrize("st", stage_params())
+def test_stub_files_are_exercise_first(st: manifest.Stage):
+    """At most 300 lines a file; in each file the holes come in exercise order, the first
+    within 40 lines of the top; the header names every hole's line truly."""
+    problems = []
+    for path in layout.stub_files(st):
+        rel = layout.stub_rel(st, path.name)
+        lines = path.read_text(encoding="utf-8").splitlines()
+        if len(lines) > MAX_STUB_LINES:
+            problems.append(f"{rel}: {len(lines)} lines (at most {MAX_STUB_LINES})")
+        holes = [(n, m[1]) for n, line in enumerate(lines, 1)
+                 if (m := re.search(r"raise NotImplementedError\('Exercise (\d+\.\d+):", line))]
+        if not holes:
+            assert "Nothing to write here" in "\n".join(lines[:3]), f"{rel}: a given file must say so"
+            continue
+        if holes[0][0] > FIRST_HOLE_WITHIN:
+            problems.append(f"{rel}: the first hole is at line {holes[0][0]} (within {FIRST_HOLE_WITHIN})")
+        ids = [stubs.ex_key(i) for _, i in holes]
+        if ids != sorted(ids):
+            problems.append(f"{rel}: holes out of exercise order: {' '.join(i for _, i in holes)}")
+        for ex_id in {i for _, i in holes}:
+            at = [n for n, i in holes if i == ex_id]
+            where = ("line " if len(at) == 1 else "lines ") + ", ".join(map(str, at))
+            assert any(line.startswith(f"#   {ex_id} ") and f": {where};" in line for line in lines[:12]), (
+                f"{rel}: the header does not give {ex_id}'s holes as {where}")
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize("st", stage_params())
+def test_every_exercise_has_hints(st: manifest.Stage):
+    got = stubs.stage_hints(st)
+    bare = [ex.id for ex in st.exercises if not got.get(ex.id)]
+    assert not bare, f"exercises without a `# HINT:` in their solution regions: {bare}"
 
 
 def _imports(path) -> set[str]:
@@ -61,20 +105,54 @@ def _imports(path) -> set[str]:
     return out
 
 
+def _solution_files():
+    for path in sorted((ROOT / "solutions").glob("*.py")):
+        yield path, path.stem
+    for st in existing_stages():
+        for path in layout.solution_files(st):
+            yield path, st.module
+
+
 def test_solutions_import_only_earlier_stages_and_shared_code():
     order = {st.module: int(st.number) for st in manifest.STAGES}
-    for path in sorted((ROOT / "solutions").glob("*.py")):
-        name = path.stem
+    for path, name in _solution_files():
+        rel = path.relative_to(ROOT)
         mine = order.get(name)
         for imp in _imports(path):
-            assert not imp.startswith("."), f"{path.name}: relative import {imp!r}; use `from solutions.x import`"
+            if imp.startswith("."):
+                assert mine is not None and not imp.startswith(".."), (
+                    f"{rel}: relative import {imp!r} outside a stage package; use `from solutions.x import`")
+                continue
             top = imp.split(".")[0]
-            assert top != "course", f"{path.name} imports the harness ({imp}); solutions never do"
+            assert top != "course", f"{rel} imports the harness ({imp}); solutions never do"
             if top != "solutions" or imp == "solutions":
                 continue
             dep = imp.split(".")[1]
             if dep in SHARED:
                 continue
-            assert dep in order, f"{path.name} imports {imp}, which is neither a stage nor shared code"
+            assert dep in order, f"{rel} imports {imp}, which is neither a stage nor shared code"
+            assert dep != name, (f"{rel} imports its own stage as {imp}: inside a stage package files import "
+                                 "each other relatively (in the learner's stub an absolute import would run "
+                                 "the reference under the learner's code)")
             assert mine is not None and order[dep] < mine, (
-                f"{path.name} (stage {mine}) imports {imp} (stage {order[dep]}): only earlier stages")
+                f"{rel} (stage {mine}) imports {imp} (stage {order[dep]}): only earlier stages")
+
+
+@pytest.mark.parametrize("st", stage_params())
+def test_no_stub_imports_its_own_stage_reference(st: manifest.Stage):
+    for path in layout.stub_files(st):
+        for imp in _imports(path):
+            parts = imp.split(".")
+            assert parts[:2] != ["solutions", st.module], (
+                f"{layout.stub_rel(st, path.name)} imports {imp}: the learner's package would run the reference")
+
+
+def test_no_solution_handles_stubs():
+    """Reference code knows nothing about stubs: no NotImplementedError caught in solutions/
+    (the harness, `course/`, tolerates an unfinished learner package where it must)."""
+    found = []
+    for path, _ in _solution_files():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ExceptHandler) and node.type is not None and "NotImplementedError" in ast.unparse(node.type):
+                found.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert not found, f"solutions catch NotImplementedError at {found}"

@@ -1,0 +1,53 @@
+# GENERATED from solutions/batching/static.py by `course stubs --write`: fill in the bodies that raise NotImplementedError.
+# The lesson is 05_batching/05_batching.ipynb. Exercises in this file (line of each hole, then the commands):
+#   5.2 Static batching and the ragged step: line 36; `course check 5.2`, `course hint 5.2`
+"""StaticBatching: request-level batching, the baseline (exercise 5.2)."""
+
+from __future__ import annotations
+
+from .request import Request
+from .scheduler import Scheduler, SchedulerOutput
+
+
+class StaticBatching(Scheduler):
+    """Request-level batching: a batch is formed only when nothing runs, and runs until its
+    slowest request finishes; nobody joins a running batch.
+
+    It reserves the worst case up front — `tokens_needed` is prompt + max_new_tokens — so
+    a batch it starts can always finish without running out of cache (and never preempts).
+
+    `fixed_shape` (default True): the batch is one fixed-shape tensor, as in stage 04's
+    `generate`: a finished request's row keeps being computed, for nobody, until the whole
+    batch ends (the engine's dead rows). With False, finished rows drop out of the forward
+    (the row still idles: nobody may take it), which a CPU rewards.
+    """
+
+    name = "static"
+
+    def schedule(self, now: float) -> SchedulerOutput:
+        """The next step's plan at time `now`, a new SchedulerOutput.
+
+        Only when `running` is empty and `batch_ready(now)`: admit a batch with `admit_fcfs`
+        (queue order, while `fits`; it fills `out.admitted`). Never preempts. Then
+        `out.chunks` is `plan_chunks()`: every running request with all its pending tokens
+        (empty when nothing runs).
+        """
+        out = SchedulerOutput()
+        raise NotImplementedError('Exercise 5.2: Static batching and the ragged step — see 05_batching.ipynb')
+        return out
+
+    # ---- given ----------------------------------------------------------------------------------
+
+    def __init__(self, max_batch_size: int = 8, *, fixed_shape: bool = True, max_cache_tokens: int | None = None):
+        super().__init__(max_batch_size, max_cache_tokens=max_cache_tokens)
+        if not isinstance(fixed_shape, bool):
+            raise TypeError(f"fixed_shape must be a bool, got {fixed_shape!r}")
+        self.fixed_shape = fixed_shape
+
+    def tokens_needed(self, request: Request) -> int:
+        """The worst case: prompt + max_new_tokens, reserved at admission."""
+        return len(request.prompt) + request.max_new_tokens
+
+    def batch_ready(self, now: float) -> bool:
+        """Whether to start a batch now (nothing running): whenever anyone waits."""
+        return bool(self.waiting)

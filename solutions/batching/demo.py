@@ -1,0 +1,53 @@
+"""The course's default model for the engines of stages 05-08, and the stage's demo: one
+trace served by every policy."""
+
+from __future__ import annotations
+
+import abc
+from pathlib import Path
+
+import torch
+
+from solutions.gpt import DEFAULT_WEIGHTS, GPT, GPTConfig, load_default, on_one_thread
+from solutions.kv_cache import generate
+from solutions.tokenizer import ByteTokenizer
+from solutions.workload import make_trace
+
+from .continuous import ContinuousBatching
+from .dynamic import DynamicBatching
+from .metrics import format_table
+from .replay import serve
+from .static import StaticBatching
+
+
+def default_model() -> tuple[GPT, str]:
+    """(the course's default model, its description), or — while it has not been trained —
+    a random-init model of the same shape (seed 0), which batches exactly the same way."""
+    if DEFAULT_WEIGHTS.exists():
+        model, _ = load_default()
+        return model, "the course's default model"
+    torch.manual_seed(0)
+    return GPT(GPTConfig()).eval(), f"a random-init GPT (seed 0; {DEFAULT_WEIGHTS.name} is not trained yet)"
+
+
+@on_one_thread
+def demo() -> None:
+    """Serve one trace with static, dynamic and continuous batching, and compare."""
+    torch.manual_seed(0)
+    model, what = default_model()
+    tok = ByteTokenizer()
+    text = Path(abc.__file__).read_text(encoding="utf-8")  # prompts cut from real Python source
+    trace = make_trace(24, profile="mix", rate=100.0, seed=0, source=tok.encode(text))
+    print(f"model: {what}, {model.num_params():,} parameters; 1 torch thread")
+    print(f"trace: {trace.describe()}\n")
+    runs = {}
+    for scheduler in (StaticBatching(8), DynamicBatching(8, max_wait_ms=20), ContinuousBatching(8),
+                      ContinuousBatching(8, max_tokens_per_step=32)):
+        runs[scheduler.name] = serve(model, trace, scheduler)
+    alone = [generate(model, [list(r.prompt)], r.max_new_tokens).tokens[0] for r in runs["static"].requests]
+    summaries = {name: run.summary() for name, run in runs.items()}
+    print(format_table(summaries))
+    ratio = summaries["continuous"]["tokens_per_s"] / summaries["static"]["tokens_per_s"]
+    print(f"\ntimes in ms; occupancy = rows doing work / 8. continuous / static throughput: {ratio:.2f}x")
+    same = all([r.output for r in run.requests] == alone for run in runs.values())
+    print(f"every policy gave every request the tokens stage 04's generate gives it alone: {same}")

@@ -1,0 +1,232 @@
+"""Engine: the model, the stage-04 cache and a scheduler; one step at a time (abort: 5.6)."""
+
+from __future__ import annotations
+
+import itertools
+import time
+from typing import Callable
+
+import torch
+
+from solutions.checks import check_int
+from solutions.gpt import GPT
+from solutions.kv_cache import KVCache
+
+from .model_runner import forward_chunks, sample_tokens
+from .outputs import StepOutput, StepRecord
+from .request import Request
+from .scheduler import Scheduler
+from .state import Event, State
+
+
+class Engine:
+    """The model, a KV cache with one row per batch slot, and a scheduler; `step()` runs one
+    scheduled step, `add_request` / `abort` / `forget` act between steps. A running request
+    owns a cache row (`request.slot`, from `free_slots`); once it finishes, is preempted or
+    aborted the row is reset and free. `clock` stamps every event (a `ManualClock` for tests).
+    """
+
+    def abort(self, request_id: str) -> bool:
+        """Abort request `request_id` in any state: True once it has left its queue, given
+        its cache row back (`_release`, if it holds one) and FINISHED with reason "abort"
+        at `self.clock()`; False (changing nothing) if it had already finished. An unknown
+        id is a ValueError ("no request ...")."""
+        if request_id not in self.requests:
+            raise ValueError(f"no request with id {request_id!r} in this engine")
+        # BEGIN SOLUTION 5.6
+        # HINT: three things, in order: out of the scheduler's queues (`scheduler.remove`),
+        #   its memory back if it holds a row (`_release`), then the FINISHED move.
+        request = self.requests[request_id]
+        if request.finished:
+            return False
+        self.scheduler.remove(request)
+        if request.slot is not None:
+            self._release(request)
+        request.transition(State.FINISHED, self.clock(), "abort")
+        return True
+        # END SOLUTION
+
+    # ---- given ----------------------------------------------------------------------------------
+
+    def __init__(self, model: GPT, scheduler: Scheduler, *, max_len: int | None = None,
+                 clock: Callable[[], float] = time.monotonic):
+        """`max_len`: positions per cache row, default the model's context. The scheduler's
+        `max_cache_tokens` (default: the whole cache, rows x max_len) is the memory budget it
+        schedules against — stage 06 makes that budget physical with paged blocks."""
+        if not isinstance(model, GPT):
+            raise TypeError(f"model must be a solutions.gpt.GPT, got {type(model).__name__}")
+        if not isinstance(scheduler, Scheduler):
+            raise TypeError(f"scheduler must be a Scheduler, got {type(scheduler).__name__}")
+        if scheduler.has_unfinished():
+            raise ValueError("the scheduler already holds requests; give each engine a fresh scheduler")
+        context = model.config.block_size  # max_len is at most the model's context
+        max_len = check_int("max_len", context if max_len is None else max_len, 1, context)
+        self.model = model.eval()
+        self.scheduler = scheduler
+        self.max_len = max_len
+        self.clock = clock
+        self.cache = self._make_cache()
+        physical = self._cache_capacity()
+        if scheduler.max_cache_tokens is None:
+            scheduler.max_cache_tokens = physical
+        elif scheduler.max_cache_tokens > physical:
+            raise ValueError(f"max_cache_tokens {scheduler.max_cache_tokens} exceeds the cache's capacity of "
+                             f"{physical} tokens ({self._describe_cache()})")
+        self.device = model.transformer.wte.weight.device
+        self.free_slots = list(range(scheduler.max_batch_size))
+        self.dead_rows: list[Request] = []  # a fixed-shape batch's finished rows, still computed
+        self.requests: dict[str, Request] = {}
+        self.steps: list[StepRecord] = []
+        self._seq = itertools.count()
+
+    # -- the memory (a subclass with another cache overrides these three, and
+    #    `_acquire` / `_release`: stage 06's PagedEngine owns memory by blocks)
+    def _make_cache(self):
+        """The KV cache: one row of `max_len` positions per batch slot."""
+        return KVCache.for_model(self.model, self.scheduler.max_batch_size, max_len=self.max_len)
+
+    def _cache_capacity(self) -> int:
+        """Tokens the cache can hold: the scheduler's default `max_cache_tokens`."""
+        return self.scheduler.max_batch_size * self.max_len
+
+    def _describe_cache(self) -> str:
+        return f"{self.scheduler.max_batch_size} rows x {self.max_len} positions"
+
+    # -- between steps
+    def add_request(self, request: Request, *, arrival: float | None = None) -> Request:
+        """Queue a request. Its arrival time is `arrival`, else `request.arrival`, else now."""
+        if not isinstance(request, Request):
+            raise TypeError(f"add_request expects a Request, got {type(request).__name__}")
+        if request.request_id in self.requests:
+            raise ValueError(f"request id {request.request_id!r} is already in this engine")
+        if request.state is not State.WAITING or request.events:
+            raise ValueError(f"request {request.request_id!r} was already used ({request.state.value})")
+        vocab = self.model.config.vocab_size
+        if max(request.prompt) >= vocab:
+            raise ValueError(f"request {request.request_id!r}: token id {max(request.prompt)} is outside "
+                             f"the model's vocabulary 0..{vocab - 1}")
+        total = len(request.prompt) + request.max_new_tokens
+        if len(request.prompt) > self.max_len or total > self.max_len:
+            raise ValueError(f"request {request.request_id!r}: prompt of {len(request.prompt)} tokens + "
+                             f"max_new_tokens {request.max_new_tokens} = {total} exceeds the context of "
+                             f"{self.max_len} positions")
+        if total > self.scheduler.max_cache_tokens:
+            raise ValueError(f"request {request.request_id!r} needs up to {total} cache tokens but the cache "
+                             f"holds {self.scheduler.max_cache_tokens}: it could never run")
+        now = self.clock()
+        request.arrival = arrival if arrival is not None else (request.arrival if request.arrival is not None else now)
+        request.seq = next(self._seq)
+        request.events.append(Event(request.arrival, State.WAITING))
+        if request.sampling.temperature > 0:
+            request.generator = torch.Generator(device=self.device)
+            if request.sampling.seed is None:
+                request.generator.seed()
+            else:
+                request.generator.manual_seed(request.sampling.seed)
+        self.requests[request.request_id] = request
+        self.scheduler.add(request)
+        return request
+
+    def forget(self, request_id: str) -> Request:
+        """Drop a FINISHED request from `requests` (a long-running server calls this once it
+        has delivered the result, so memory stays flat) and return it. An unknown id or a
+        request that has not finished is a ValueError."""
+        request = self.requests.get(request_id)
+        if request is None:
+            raise ValueError(f"no request with id {request_id!r} in this engine")
+        if not request.finished:
+            raise ValueError(f"request {request_id!r} is {request.state.value}, not finished: abort it first")
+        return self.requests.pop(request_id)
+
+    def has_unfinished(self) -> bool:
+        return self.scheduler.has_unfinished()
+
+    def wake_time(self) -> float | None:
+        return self.scheduler.wake_time()
+
+    # -- cache rows
+    def _acquire(self, request: Request) -> None:
+        request.slot = self.free_slots.pop(0)
+        request.num_computed = 0
+
+    def _dead_row(self, request: Request) -> Request:
+        """Hand a finished request's cache row to a stand-in that recomputes the row's last
+        position at every step: the work a fixed-shape batch spends on a finished row."""
+        row = Request(request.tokens[:request.num_computed], 1)
+        row.slot, row.num_computed = request.slot, request.num_computed - 1
+        self.cache.lengths[row.slot] -= 1
+        request.slot, request.num_computed = None, 0
+        return row
+
+    def _end_fixed_batch(self) -> None:
+        """Once nobody in a fixed-shape batch is running, its dead rows are free."""
+        if self.dead_rows and not self.scheduler.running:
+            for row in self.dead_rows:
+                self._release(row)
+            self.dead_rows.clear()
+
+    def _release(self, request: Request) -> None:
+        """Free the request's cache row: its K/V are forgotten (recomputed if it resumes)."""
+        self.cache.reset([request.slot])
+        self.free_slots.append(request.slot)
+        self.free_slots.sort()
+        request.slot = None
+        request.num_computed = 0
+
+    # -- one step
+    def step(self) -> StepOutput:
+        """Schedule, free and assign cache rows, run the model once over the planned chunks,
+        sample, and retire the requests that finished."""
+        start = self.clock()
+        self._end_fixed_batch()
+        plan = self.scheduler.schedule(start)
+        for request in plan.preempted:
+            self._release(request)
+            request.preemptions += 1
+            request.transition(State.WAITING, start)
+            self.scheduler.add(request)
+        for request in plan.admitted:
+            self._acquire(request)
+        if plan.admitted:  # _acquire may find some tokens already cached (stage 06's prefix cache)
+            plan.chunks = [(r, min(n, r.num_pending)) for r, n in plan.chunks if min(n, r.num_pending) > 0]
+        if not plan.chunks:
+            return StepOutput(ran=False, preempted=plan.preempted)
+        decode_rows = sum(1 for r, _ in plan.chunks if r.phase == "decode")
+        n_dead = len(self.dead_rows)
+        with torch.no_grad():
+            ready, logits = self._forward(plan.chunks + [(row, 1) for row in self.dead_rows])
+            live = [i for i, r in enumerate(ready) if r not in self.dead_rows]
+            ready = [ready[i] for i in live]
+            tokens = self._sample(ready, logits[live])
+        for row in self.dead_rows:  # recompute the same position again next step
+            row.num_computed -= 1
+            self.cache.lengths[row.slot] -= 1
+        now = self.clock()
+        out = StepOutput(ran=True, preempted=plan.preempted)
+        for request, token in zip(ready, tokens):
+            reason = request.append_token(token, now)
+            if reason != "stop":
+                out.tokens.append((request, token))
+            if reason is not None:
+                self.scheduler.remove(request)
+                if self.scheduler.fixed_shape:
+                    self.dead_rows.append(self._dead_row(request))
+                else:
+                    self._release(request)
+                request.transition(State.FINISHED, now, reason)
+                out.finished.append(request)
+        self._end_fixed_batch()
+        self.steps.append(StepRecord(
+            start, now, rows=len(plan.chunks), dead_rows=n_dead, decode_rows=decode_rows,
+            prefill_tokens=plan.num_tokens - decode_rows, running=len(self.scheduler.running),
+            waiting=len(self.scheduler.waiting), cached_tokens=int(self.cache.lengths.sum())))
+        return out
+
+    def _forward(self, chunks: list[tuple[Request, int]]) -> tuple[list[Request], torch.Tensor]:
+        """The planned chunks through the model against this engine's cache: (ready, logits),
+        see `model_runner.forward_chunks` (5.2). Stage 06's PagedEngine extends it."""
+        return forward_chunks(self.model, self.cache, chunks)
+
+    def _sample(self, requests: list[Request], logits: torch.Tensor) -> list[int]:
+        """Next token per request with its own sampling parameters (`sample_tokens`)."""
+        return sample_tokens(requests, logits)

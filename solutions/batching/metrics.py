@@ -1,0 +1,133 @@
+"""Latency metrics: per request (queue, TTFT, TPOT, ITL, e2e), percentiles, a run's summary (5.7)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Iterable, Sequence
+
+import numpy as np
+
+from .request import Request
+from .state import State
+
+if TYPE_CHECKING:
+    from .replay import RunResult
+
+
+def request_metrics(request: Request) -> RequestMetrics:
+    """The RequestMetrics of one request, from its `arrival`, `events` and `token_times`
+    (seconds; None where a metric does not exist). Changes nothing.
+
+    queue  first RUNNING event's time - arrival; None if it was never admitted
+    ttft   token_times[0] - arrival; None without output
+    itl    the gaps between consecutive token_times, a tuple (empty below two tokens)
+    tpot   their mean, (token_times[-1] - token_times[0]) / (tokens - 1); None below two
+    e2e    the last event's time - arrival once FINISHED (any reason); else None
+    and request_id, prompt_tokens, output_tokens (len(output)), finish_reason, preemptions
+    copied from the request.
+    """
+    # BEGIN SOLUTION 5.7
+    # HINT: every metric is a difference of two timestamps the request already holds:
+    #   `arrival`, the first RUNNING event, `token_times`, the last event.
+    # HINT: n tokens have n - 1 gaps: TPOT averages the gaps, not the tokens.
+    arrival = request.arrival
+    admitted = next((e.time for e in request.events if e.state is State.RUNNING), None)
+    times = request.token_times
+    return RequestMetrics(
+        request_id=request.request_id,
+        prompt_tokens=len(request.prompt),
+        output_tokens=len(request.output),
+        finish_reason=request.finish_reason,
+        queue=None if admitted is None else admitted - arrival,
+        ttft=times[0] - arrival if times else None,
+        tpot=(times[-1] - times[0]) / (len(times) - 1) if len(times) > 1 else None,
+        e2e=request.events[-1].time - arrival if request.finished else None,
+        itl=tuple(b - a for a, b in zip(times, times[1:])),
+        preemptions=request.preemptions,
+    )
+    # END SOLUTION
+
+
+def percentile(values: Iterable[float | None], q: float) -> float:
+    """The q-th percentile (q in 0..100; linear interpolation, as `np.percentile`'s default)
+    of the values that are not None, as a float; NaN when there are none. A q outside
+    0..100 is a ValueError naming q."""
+    # BEGIN SOLUTION 5.7
+    # HINT: drop the Nones first; an empty list has no percentile (NaN), not an error.
+    if not 0 <= q <= 100:
+        raise ValueError(f"q must be in [0, 100], got {q!r}")
+    xs = [v for v in values if v is not None]
+    return float(np.percentile(xs, q)) if xs else float("nan")
+    # END SOLUTION
+
+
+def summarize(result: RunResult) -> dict[str, float]:
+    """One run in numbers, a dict with the keys
+    "requests" (finished by "stop" or "length"), "aborted" (finished by "abort"),
+    "output_tokens" (over every request), "seconds" (`result.end - result.start`),
+    "tokens_per_s" (output_tokens / seconds; NaN if seconds is 0);
+    "<m>_p50_ms" and "<m>_p99_ms" for m in queue, ttft, tpot, itl, e2e: `percentile` in
+    milliseconds over the requests that completed (stop or length) — itl over every gap of
+    every such request; and "occupancy": the mean over `result.steps` of rows run, divided
+    by `result.max_batch_size` (NaN without steps).
+    """
+    # BEGIN SOLUTION 5.7
+    # HINT: compute request_metrics once per request, then keep the completed ones for the
+    #   latencies: an aborted request is counted, not timed.
+    metrics = [request_metrics(r) for r in result.requests]
+    done = [m for m in metrics if m.finish_reason in ("stop", "length")]
+    tokens = sum(m.output_tokens for m in metrics)
+    seconds = result.end - result.start
+    row: dict[str, float] = {
+        "requests": len(done),
+        "aborted": sum(m.finish_reason == "abort" for m in metrics),
+        "output_tokens": tokens,
+        "seconds": seconds,
+        "tokens_per_s": tokens / seconds if seconds > 0 else float("nan"),
+    }
+    series = {"queue": [m.queue for m in done], "ttft": [m.ttft for m in done], "tpot": [m.tpot for m in done],
+              "itl": [g for m in done for g in m.itl], "e2e": [m.e2e for m in done]}
+    for name, values in series.items():
+        for q in (50, 99):
+            row[f"{name}_p{q}_ms"] = 1e3 * percentile(values, q)
+    rows = [s.rows for s in result.steps]
+    row["occupancy"] = float(np.mean(rows)) / result.max_batch_size if rows else float("nan")
+    return row
+    # END SOLUTION
+
+
+# ---- given ----------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class RequestMetrics:
+    """Latencies of one request, in seconds (None where they do not exist).
+
+    queue: arrival -> first admitted.  ttft: arrival -> first output token.
+    itl: the gaps between consecutive output tokens.  tpot: their mean (time per output
+    token after the first).  e2e: arrival -> finished.
+    """
+
+    request_id: str
+    prompt_tokens: int
+    output_tokens: int
+    finish_reason: str | None
+    queue: float | None
+    ttft: float | None
+    tpot: float | None
+    e2e: float | None
+    itl: tuple[float, ...]
+    preemptions: int
+
+
+def format_table(rows: dict[str, dict[str, float]],
+                 columns: Sequence[str] = ("tokens_per_s", "ttft_p50_ms", "ttft_p99_ms", "tpot_p50_ms",
+                                           "tpot_p99_ms", "itl_p99_ms", "occupancy")) -> str:
+    """{run name: summary} as an aligned text table."""
+    head = ["run", *columns]
+    def cell(v) -> str:
+        return str(v) if not isinstance(v, float) else f"{v:.0f}" if abs(v) >= 100 else f"{v:.3g}"
+
+    body = [[name, *(cell(s[c]) for c in columns)] for name, s in rows.items()]
+    widths = [max(len(r[i]) for r in [head, *body]) for i in range(len(head))]
+    line = lambda r: "  ".join(v.ljust(w) if i == 0 else v.rjust(w) for i, (v, w) in enumerate(zip(r, widths)))
+    return "\n".join([line(head), "  ".join("-" * w for w in widths), *map(line, body)])

@@ -1,0 +1,171 @@
+"""Memory accounting (8.3): parameters, the KV pool, a step's activations, the allocator."""
+
+from __future__ import annotations
+
+import os
+import tracemalloc
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+from solutions.gpt import GPT
+
+from .timers import _device_of, synchronize
+
+
+def nbytes(*objs) -> int:
+    """Bytes held by the tensors in `objs`, each storage counted ONCE, at its full size.
+
+    An obj may be a tensor, an `nn.Module` (its parameters AND buffers), a list / tuple /
+    dict (its values) of those, or any object whose attributes (`vars(obj)`, one level deep)
+    are tensors or lists of tensors (a cache). Views and tied weights share storage (the
+    GPT's `lm_head.weight` IS `wte.weight`; `x[1]`, `x.t()` are views of x): key each
+    storage by (device, `untyped_storage().data_ptr()`) and add its `nbytes()` once.
+    Nothing is changed; no tensor is copied.
+    """
+    # BEGIN SOLUTION 8.3
+    # HINT: Collect storages in a dict keyed by (str(t.device), storage.data_ptr()), the
+    #   value its nbytes(); the answer is the sum of the values.
+    # HINT: Walk the objects recursively: tensors are added, modules add their
+    #   parameters() and buffers(), dicts / lists / tuples are walked item by item, and any
+    #   other object's vars() are walked one level deeper at most.
+    seen: dict[tuple[str, int], int] = {}
+
+    def add(t: torch.Tensor) -> None:
+        s = t.untyped_storage()
+        seen[(str(t.device), s.data_ptr())] = s.nbytes()
+
+    def walk(o, depth: int) -> None:
+        if isinstance(o, torch.Tensor):
+            add(o)
+        elif isinstance(o, torch.nn.Module):
+            for t in (*o.parameters(), *o.buffers()):
+                add(t)
+        elif isinstance(o, dict):
+            for v in o.values():
+                walk(v, depth)
+        elif isinstance(o, (list, tuple)):
+            for v in o:
+                walk(v, depth)
+        elif depth > 0 and hasattr(o, "__dict__"):
+            for v in vars(o).values():
+                walk(v, depth - 1)
+
+    for o in objs:
+        walk(o, 1)
+    return sum(seen.values())
+    # END SOLUTION
+
+
+def peak_step_memory(fn: Callable[[], object], *, device=None) -> int:
+    """Peak bytes of tensors allocated while `fn()` runs (fn called once), above what was
+    allocated before; an int >= 0. Two buffers of n floats live at once -> at least 8n,
+    and not more than a few KiB above it.
+
+    On CUDA: the caching allocator's own statistics (`torch.cuda.reset_peak_memory_stats`,
+    `memory_allocated`, `max_memory_allocated`), synchronised before and after. On the CPU
+    there is no such counter: run fn under `torch.profiler` with `profile_memory=True` and
+    replay its events in order of start time — each op's `self_cpu_memory_usage`, and for
+    the "[memory]" events (frees outside any op) their `cpu_memory_usage` — the maximum of
+    the running sum (starting at 0) is the peak.
+    """
+    device = _device_of(device)
+    # BEGIN SOLUTION 8.3
+    # HINT: CUDA has counters; on the CPU wrap fn() in `with profile(activities=
+    #   [ProfilerActivity.CPU], profile_memory=True) as prof:`, then sort prof.events() by
+    #   e.time_range.start and keep a running sum and its maximum.
+    if device.type == "cuda":
+        synchronize(device)
+        torch.cuda.reset_peak_memory_stats(device)
+        before = torch.cuda.memory_allocated(device)
+        fn()
+        synchronize(device)
+        return int(torch.cuda.max_memory_allocated(device) - before)
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        fn()
+    live = peak = 0
+    for e in sorted(prof.events(), key=lambda e: e.time_range.start):
+        live += e.cpu_memory_usage if e.name == "[memory]" else e.self_cpu_memory_usage
+        peak = max(peak, live)
+    return int(peak)
+    # END SOLUTION
+
+
+def memory_breakdown(model: GPT, engine) -> MemoryBreakdown:
+    """Account one engine's memory; returns a `MemoryBreakdown` (fields below) on
+    `engine.device`, running exactly ONE `engine.step()`.
+
+    params = `nbytes(model)`; kv_pool = `kv_pool_bytes(engine.cache)`; activations =
+    `peak_step_memory(engine.step, device=...)`; python_state = tracemalloc's peak
+    (`get_traced_memory()[1]`) over that same step, tracemalloc started just before it and
+    stopped after it (even if it raises); on CUDA allocator = `memory_reserved -
+    memory_allocated` and process = `memory_reserved`, on the CPU allocator = None and
+    process = `rss_bytes()`.
+    """
+    # BEGIN SOLUTION 8.3
+    # HINT: The two sizes come from the functions above; the step is measured once, with
+    #   tracemalloc running around the peak_step_memory call (try / finally to stop it).
+    device = engine.device
+    params = nbytes(model)
+    kv = kv_pool_bytes(engine.cache)
+    tracemalloc.start()
+    try:
+        activations = peak_step_memory(engine.step, device=device)
+        python_state = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    if device.type == "cuda":
+        allocator = torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
+        process = torch.cuda.memory_reserved(device)
+    else:
+        allocator, process = None, rss_bytes()
+    return MemoryBreakdown(params, kv, activations, python_state, allocator, process, str(device))
+    # END SOLUTION
+
+
+@dataclass
+class MemoryBreakdown:
+    """Bytes: params (weights + buffers), kv_pool (the cache, used or not), activations
+    (peak of one engine step, measured), python_state (the engine's Python objects —
+    requests, lists — peak seen by tracemalloc during the step); allocator: on CUDA
+    reserved - allocated (cached by the allocator, not in use), on CPU None.
+    process: RSS (CPU) or reserved (CUDA) bytes, for comparison."""
+
+    params: int
+    kv_pool: int
+    activations: int
+    python_state: int
+    allocator: int | None
+    process: int
+    device: str
+
+    @property
+    def total(self) -> int:
+        return self.params + self.kv_pool + self.activations + self.python_state + (self.allocator or 0)
+
+    @property
+    def kv_share(self) -> float:
+        """The KV pool's share of the accounted total."""
+        return self.kv_pool / self.total if self.total else float("nan")
+
+
+def kv_pool_bytes(cache) -> int:
+    """The KV pool's bytes: `cache.nbytes` where the cache states it as an int (stage 06's
+    paged pool), else every tensor the cache holds (`nbytes(cache)`)."""
+    n = getattr(cache, "nbytes", None)
+    if isinstance(n, int):
+        return n
+    return nbytes(cache)
+
+
+def rss_bytes() -> int:
+    """This process's resident set size (physical memory in use), in bytes."""
+    try:
+        import psutil
+
+        return int(psutil.Process().memory_info().rss)
+    except ImportError:  # Linux without psutil
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")

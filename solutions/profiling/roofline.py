@@ -1,0 +1,113 @@
+"""The roofline (8.5): this machine's measured peaks, and the regime a measured step is in."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+
+from solutions.checks import is_number
+
+from .cost import Cost
+from .timers import _device_of, time_fn
+
+
+def measure_peak_flops(device=None, *, n: int | None = None, dtype: torch.dtype = torch.float32,
+                       seconds: float = 0.3, clock: Callable[[], float] = time.perf_counter) -> Peak:
+    """This machine's matmul FLOP/s: Peak(2·n³ / median seconds of an n×n @ n×n product,
+    conditions) — timed with `time_fn` (warm-up, synchronised, `clock`), the number of
+    repeats chosen so they take about `seconds` in all (3..50). n defaults to 512 on the
+    CPU, 4096 on CUDA. `conditions` starts "{n}x{n} {dtype} matmul on {device}"."""
+    # BEGIN SOLUTION 8.5
+    # HINT: Two random n×n tensors on the device; time `lambda: a @ b` once (warmup=1,
+    #   repeat=1) to size the repeats, int(min(50, max(3, seconds / one_call))), then
+    #   again with those repeats: the peak is 2 * n**3 / t.median.
+    device = _device_of(device)
+    n = n or (4096 if device.type == "cuda" else 512)
+    a = torch.randn(n, n, device=device, dtype=dtype)
+    b = torch.randn(n, n, device=device, dtype=dtype)
+    one = time_fn(lambda: a @ b, warmup=1, repeat=1, device=device, clock=clock).median
+    repeat = int(min(50, max(3, seconds / max(one, 1e-9))))
+    t = time_fn(lambda: a @ b, warmup=1, repeat=repeat, device=device, clock=clock)
+    return Peak(2 * n ** 3 / t.median, f"{n}x{n} {str(dtype).replace('torch.', '')} matmul on {device}, "
+                                       f"{torch.get_num_threads()} thread(s), median of {repeat}")
+    # END SOLUTION
+
+
+def measure_peak_bandwidth(device=None, *, size: int | None = None, seconds: float = 0.3,
+                           clock: Callable[[], float] = time.perf_counter) -> Peak:
+    """This machine's memory bandwidth: Peak(2 × bytes / median seconds, conditions) of a
+    copy (`dst.copy_(src)`, float32) of a `size`-byte buffer much larger than the caches
+    (default 64 MiB on the CPU, 1 GiB on CUDA) — a copy reads and writes every byte. Timed
+    like measure_peak_flops; `conditions` starts "copy of {size in MiB} MiB on {device}"."""
+    # BEGIN SOLUTION 8.5
+    # HINT: Same recipe as measure_peak_flops, with src = torch.ones(size // 4) and
+    #   dst = torch.empty_like(src); the bytes moved per copy are 2 * src.numel() * 4.
+    device = _device_of(device)
+    size = size or ((1 << 30) if device.type == "cuda" else (64 << 20))
+    src = torch.ones(size // 4, device=device)
+    dst = torch.empty_like(src)
+    one = time_fn(lambda: dst.copy_(src), warmup=1, repeat=1, device=device, clock=clock).median
+    repeat = int(min(50, max(3, seconds / max(one, 1e-9))))
+    t = time_fn(lambda: dst.copy_(src), warmup=1, repeat=repeat, device=device, clock=clock)
+    return Peak(2 * src.numel() * 4 / t.median, f"copy of {size >> 20} MiB on {device}, "
+                                                f"{torch.get_num_threads()} thread(s), median of {repeat}")
+    # END SOLUTION
+
+
+def classify(name: str, cost: Cost, seconds: float, peak_flops: float, peak_bandwidth: float, *,
+             min_efficiency: float = 0.5) -> RooflinePoint:
+    """Place a step that did `cost` in `seconds` on the roofline: a `RooflinePoint` with
+    intensity = cost.intensity, attainable = min(peak_flops, intensity × peak_bandwidth),
+    achieved = cost.flops / seconds, efficiency = achieved / attainable, and its regime:
+    "overhead" when efficiency < min_efficiency (strictly: at exactly min_efficiency it is
+    not); else "compute" when intensity >= the ridge peak_flops / peak_bandwidth (at the
+    ridge both roofs meet), else "bandwidth".
+    Raises ValueError unless seconds, peak_flops and peak_bandwidth are finite numbers > 0
+    and 0 < min_efficiency <= 1.
+    """
+    for pname, v in (("seconds", seconds), ("peak_flops", peak_flops), ("peak_bandwidth", peak_bandwidth)):
+        if not (is_number(v) and v > 0):
+            raise ValueError(f"{pname} must be a finite number > 0, got {v!r}")
+    if not 0 < min_efficiency <= 1:
+        raise ValueError(f"min_efficiency must be in (0, 1], got {min_efficiency!r}")
+    # BEGIN SOLUTION 8.5
+    # HINT: Compute the four numbers in the docstring's order; the regime needs only
+    #   efficiency (overhead first) and intensity against the ridge.
+    intensity = cost.intensity
+    attainable = min(peak_flops, intensity * peak_bandwidth)
+    achieved = cost.flops / seconds
+    efficiency = achieved / attainable
+    if efficiency < min_efficiency:
+        regime = "overhead"
+    else:
+        regime = "compute" if intensity >= peak_flops / peak_bandwidth else "bandwidth"
+    return RooflinePoint(name, cost.flops, cost.bytes, seconds, intensity, achieved, attainable, efficiency, regime)
+    # END SOLUTION
+
+
+@dataclass(frozen=True)
+class Peak:
+    """A measured peak rate (FLOP/s or bytes/s) and the conditions it was measured under."""
+
+    value: float
+    conditions: str
+
+
+@dataclass(frozen=True)
+class RooflinePoint:
+    """A step placed on the roofline. `attainable`: the roof at its intensity,
+    min(peak FLOP/s, intensity × peak bandwidth); `achieved`: flops / seconds;
+    `efficiency`: achieved / attainable; `regime`: "compute", "bandwidth" or "overhead"."""
+
+    name: str
+    flops: float
+    bytes: float
+    seconds: float
+    intensity: float
+    achieved: float
+    attainable: float
+    efficiency: float
+    regime: str

@@ -1,0 +1,110 @@
+"""Throughput against batch size, and the knee where a bigger batch stops paying (8.4)."""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+import numpy as np
+
+from solutions.checks import is_int
+from solutions.gpt import GPT
+
+from .steps import decode_step_fn
+from .timers import time_fn
+
+
+def batch_sweep(model: GPT, batch_sizes: Sequence[int], *, context: int = 64, repeat: int = 5,
+                warmup: int = 2, device=None, clock: Callable[[], float] = time.perf_counter) -> list[SweepPoint]:
+    """Decode throughput against batch size: one `SweepPoint` per DISTINCT batch size,
+    sorted by batch size. For each B: `time_fn` (with `warmup`, `repeat`, `device`
+    (default: the model's) and `clock`) of `decode_step_fn(model, B, context)`; step_s =
+    the median, tokens_per_s = B / step_s, spread = the Timing's spread.
+    Raises ValueError unless batch_sizes is a non-empty sequence of ints >= 1."""
+    sizes = list(batch_sizes)
+    if not sizes or any(not is_int(b) or b < 1 for b in sizes):
+        raise ValueError(f"batch_sizes must be a non-empty list of ints >= 1, got {batch_sizes!r}")
+    # BEGIN SOLUTION 8.4
+    # HINT: Loop over sorted(set(sizes)); the timed work is a fresh decode_step_fn per size.
+    # HINT: Each point is SweepPoint(b, t.median, b / t.median, t.spread) for t = time_fn(...).
+    device = device or model.transformer.wte.weight.device
+    points = []
+    for b in sorted(set(sizes)):
+        t = time_fn(decode_step_fn(model, b, context), warmup=warmup, repeat=repeat, device=device, clock=clock)
+        points.append(SweepPoint(b, t.median, b / t.median, t.spread))
+    return points
+    # END SOLUTION
+
+
+def find_knee(batch_sizes: Sequence[float], throughputs: Sequence[float], *, min_gain: float = 0.1) -> Knee | None:
+    """The knee: after sorting the points by batch size, the FIRST point i (never the last
+    one) such that for EVERY later point j, throughput_j < throughput_i × (1 + min_gain) **
+    log2(b_j / b_i) — from b_i on, doubling the batch buys less than `min_gain` more
+    throughput, measured against b_i itself, so a noisy dip followed by recovery is no knee.
+
+    Returns Knee(batch=b_i (an int when integral), index=i in the sorted order,
+    throughput=throughput_i, min_gain, gains) where gains[k] = (y[k+1] / y[k]) **
+    (1 / log2(b[k+1] / b[k])) - 1 for consecutive sorted points (inf where y[k] == 0).
+    None when no point qualifies (a single point; a curve still paying at its end).
+    Raises ValueError on unequal lengths or no points, non-positive or duplicate batch
+    sizes, non-finite or negative throughputs, or min_gain <= 0.
+    """
+    b = np.asarray(batch_sizes, dtype=float)
+    y = np.asarray(throughputs, dtype=float)
+    _check_curve(b, y, min_gain, batch_sizes, throughputs)
+    # BEGIN SOLUTION 8.4
+    # HINT: Sort both arrays by batch size first (np.argsort(b)).
+    # HINT: For each i but the last, compare all later points at once: the roof
+    #   y[i] * (1 + min_gain) ** np.log2(b[i+1:] / b[i]); the knee is the first i whose
+    #   later points are all strictly below their roof.
+    order = np.argsort(b)
+    b, y = b[order], y[order]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        gains = tuple(float((y[i + 1] / y[i]) ** (1.0 / math.log2(b[i + 1] / b[i])) - 1.0) if y[i] > 0 else math.inf
+                      for i in range(len(b) - 1))
+    for i in range(len(b) - 1):
+        later = slice(i + 1, None)
+        roof = y[i] * (1.0 + min_gain) ** np.log2(b[later] / b[i])
+        if (y[later] < roof).all():
+            return Knee(int(b[i]) if float(b[i]).is_integer() else float(b[i]), i, float(y[i]), min_gain, gains)
+    return None
+    # END SOLUTION
+
+
+@dataclass(frozen=True)
+class SweepPoint:
+    """One batch size: the median decode step time, the throughput it gives (batch / step
+    time, tokens per second) and the latency each row pays per token (= the step time)."""
+
+    batch: int
+    step_s: float
+    tokens_per_s: float
+    spread: float
+
+
+@dataclass(frozen=True)
+class Knee:
+    """The knee of a throughput curve: beyond `batch`, doubling the batch adds less than
+    `min_gain` of throughput. `gains[i]`: the gain per doubling from point i to point i+1."""
+
+    batch: int
+    index: int
+    throughput: float
+    min_gain: float
+    gains: tuple[float, ...]
+
+
+def _check_curve(b: np.ndarray, y: np.ndarray, min_gain: float, batch_sizes, throughputs) -> None:
+    """find_knee's argument checks (ValueError)."""
+    if b.shape != y.shape or b.ndim != 1:
+        raise ValueError(f"batch_sizes and throughputs must be 1-D of the same length, got {b.shape} and {y.shape}")
+    if b.size == 0:
+        raise ValueError("find_knee needs at least one point")
+    if (b <= 0).any() or len(set(b.tolist())) != b.size:
+        raise ValueError(f"batch sizes must be positive and distinct, got {list(batch_sizes)}")
+    if not np.isfinite(y).all() or (y < 0).any():
+        raise ValueError(f"throughputs must be finite and >= 0, got {list(throughputs)}")
+    if not min_gain > 0:
+        raise ValueError(f"min_gain must be > 0, got {min_gain!r}")
