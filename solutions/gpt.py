@@ -6,8 +6,8 @@ of pre-LayerNorm attention and MLP with residual connections, a final LayerNorm 
 and an output head `lm_head` whose weight IS `wte.weight` (tied). Linear layers have
 biases; the MLP uses GELU with the tanh approximation (GPT-2's "gelu_new").
 
-Attention is split into pieces (`qkv`, `attend`, `out`) so that stage 04's cached
-attention reuses this module's weights and code instead of copying them:
+Attention is split into pieces (`qkv`, then the attention itself, then `out`) so that
+stage 04's cached attention reuses this module's weights and code instead of copying them:
 
     x = model.embed(idx, pos)                       # (B, T, C)
     for block in model.blocks:

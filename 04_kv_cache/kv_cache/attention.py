@@ -1,0 +1,79 @@
+# GENERATED from solutions/kv_cache/attention.py by `course stubs --write`: fill in the bodies that raise NotImplementedError.
+# The lesson is 04_kv_cache/04_kv_cache.ipynb. Exercises in this file (line of each hole, then the commands):
+#   4.1 Attention against a cache: line 40; `course check 4.1`, `course hint 4.1`
+"""Exercise 4.1: attention against a cache — prefill, chunked prefill and decode, one call."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import torch
+import torch.nn.functional as F
+
+from solutions.gpt import GPT
+
+from .base import CacheProtocol
+
+
+@torch.no_grad()
+def forward_cached(model: GPT, idx: torch.Tensor, cache: CacheProtocol, *,
+                   rows: slice | torch.Tensor | Sequence[int] | None = None,
+                   n_new: torch.Tensor | Sequence[int] | None = None) -> torch.Tensor:
+    """Run new tokens through `model` against `cache`; return logits (B, T, V), model's dtype.
+
+    idx (B, T) int64/int32, right-padded; batch row b is cache row rows[b] (None: 0..B-1);
+    n_new (B,): how many of idx[b]'s tokens are real (None: all T; 0: the row is untouched).
+    Real token t of row b has absolute position p = cache.lengths[rows[b]] + t: it is embedded
+    at p, its K, V are written at p (each layer; padding never), and it attends to positions
+    0..p of its own row only. Padded tokens are embedded at position 0 (q_pos 0 for `attend`);
+    their logits are unspecified. Real ones equal `model(whole sequence)` to float32 rounding.
+    The cache, only through CacheProtocol: reserve(rows, new lengths) before any write; per
+    layer write(layer, rows, positions, k, v) of the real tokens, then attend(layer, rows, q,
+    q_pos) if the cache has it, else view(layer, rows, longest new length), rows as checked
+    below (None -> slice(0, B): a slice stays a slice); after the last layer cache.lengths[rows]
+    = the new lengths. Model pieces: model.embed(idx, pos); per block of model.blocks: ln_1,
+    attn.qkv (-> q, k, v, each (B, H, T, D)), attn.out (y (B, H, T, D) -> (B, T, C)), ln_2, mlp;
+    model.head (-> logits). Errors, raised before anything is written or advanced: ValueError
+    naming "context" when a row would pass model.config.block_size; reserve's CacheFullError.
+    """
+    rows, n_new = _check_cached_call(model, idx, cache, rows, n_new)
+    raise NotImplementedError('Exercise 4.1: Attention against a cache — see 04_kv_cache.ipynb')
+
+
+def _check_cached_call(model: GPT, idx: torch.Tensor, cache: CacheProtocol, rows, n_new):
+    """Validate forward_cached's arguments; return (rows as a slice or (B,) int64 tensor, n_new
+    as a (B,) int64 tensor, or None when every token is real)."""
+    if not isinstance(model, GPT):
+        raise TypeError(f"model must be a solutions.gpt.GPT, got {type(model).__name__}")
+    if not isinstance(idx, torch.Tensor) or idx.dim() != 2:
+        raise ValueError(f"idx must be a (batch, time) tensor, got {getattr(idx, 'shape', type(idx).__name__)}")
+    if idx.dtype not in (torch.int64, torch.int32):
+        raise TypeError(f"idx must hold integer token ids, got {idx.dtype}")
+    B, T = idx.shape
+    if T < 1:
+        raise ValueError("idx has no positions (time dimension 0)")
+    if cache.n_layer != model.config.n_layer:
+        raise ValueError(f"the cache has {cache.n_layer} layers, the model {model.config.n_layer}")
+    if rows is None:
+        if B > cache.batch:
+            raise ValueError(f"batch of {B} sequences but the cache has {cache.batch} rows")
+        rows = slice(0, B)
+    elif not isinstance(rows, slice):
+        rows = torch.as_tensor(rows, dtype=torch.long, device=cache.lengths.device)
+        if rows.shape != (B,):
+            raise ValueError(f"rows must have one cache row per sequence, shape ({B},), got {tuple(rows.shape)}")
+        if B and (int(rows.min()) < 0 or int(rows.max()) >= cache.batch):
+            raise ValueError(f"rows {rows.tolist()} are outside the cache's rows 0..{cache.batch - 1}")
+        if torch.unique(rows).numel() != B:
+            raise ValueError(f"rows must be distinct, got {rows.tolist()}")
+    elif len(range(cache.batch)[rows]) != B:
+        raise ValueError(f"rows {rows} selects {len(range(cache.batch)[rows])} cache rows for {B} sequences")
+    if n_new is not None:
+        n_new = torch.as_tensor(n_new, dtype=torch.long, device=cache.lengths.device)
+        if n_new.shape != (B,):
+            raise ValueError(f"n_new must have shape ({B},), got {tuple(n_new.shape)}")
+        if B and (int(n_new.min()) < 0 or int(n_new.max()) > T):
+            raise ValueError(f"n_new must be in 0..{T} (the width of idx), got {n_new.tolist()}")
+        if bool((n_new == T).all()):
+            n_new = None  # no padding: the fast path
+    return rows, n_new

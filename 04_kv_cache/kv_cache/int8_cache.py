@@ -1,0 +1,62 @@
+# GENERATED from solutions/kv_cache/int8_cache.py by `course stubs --write`: fill in the bodies that raise NotImplementedError.
+# The lesson is 04_kv_cache/04_kv_cache.ipynb. Exercises in this file (line of each hole, then the commands):
+#   4.4 QuantizedKVCache: INT8 K/V: lines 24, 29, 48, 53, 58, 62; `course check 4.4`, `course hint 4.4`
+"""Exercise 4.4: INT8 keys and values — absmax quantisation and `QuantizedKVCache`."""
+
+from __future__ import annotations
+
+import torch
+
+from .base import _CacheBase
+from .prealloc_cache import KVCache
+
+
+def quantize_int8(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Symmetric absmax INT8 over the last dim: x (..., D) floating -> (q (..., D) int8,
+    scale (..., 1) float32).
+
+    scale = max|x| / 127 per vector, computed in float32; q = round(x / scale) (torch.round:
+    half to even), clamped to [-127, 127], so each vector's largest element maps to +-127
+    and q * scale is within scale / 2 of x in every element. An all-zero vector gives scale
+    0 and q 0 (no NaN, no inf). One scale per token per head keeps an outlier in one head
+    or one token from costing the others their precision.
+    """
+    raise NotImplementedError('Exercise 4.4: QuantizedKVCache: INT8 K/V — see 04_kv_cache.ipynb')
+
+
+def dequantize_int8(q: torch.Tensor, scale: torch.Tensor, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """q (..., D) int8 and scale (..., 1) -> q * scale as `dtype` (..., D)."""
+    raise NotImplementedError('Exercise 4.4: QuantizedKVCache: INT8 K/V — see 04_kv_cache.ipynb')
+
+
+class QuantizedKVCache(KVCache):
+    """A KVCache that stores K and V as INT8 with one float32 scale per token, per head.
+
+    Buffers, all ZEROS when fresh: `k`, `v` int8 (n_layer, batch, n_head, max_len, head_dim);
+    `k_scale`, `v_scale` float32 (n_layer, batch, n_head, max_len, 1). `write` quantises each
+    token's k and v per head (`quantize_int8` over D) and stores values and scales in place;
+    `view` returns `dequantize_int8` of what it reads, in the cache's `dtype` (a float copy:
+    memory saved where it is stored is paid back in time at every read). `reserve` is
+    KVCache's. One token costs 2 * n_layer * n_head * (head_dim * 1 + 4) bytes instead of
+    2 * n_layer * n_head * head_dim * itemsize: about half of fp16, a quarter of fp32.
+    """
+
+    def __init__(self, n_layer: int, batch: int, n_head: int, max_len: int, head_dim: int, *,
+                 dtype: torch.dtype = torch.float32, device: str | torch.device = "cpu"):
+        _CacheBase.__init__(self, n_layer, batch, n_head, max_len, head_dim, dtype=dtype, device=device)
+        shape = (n_layer, batch, n_head, max_len, head_dim)
+        raise NotImplementedError('Exercise 4.4: QuantizedKVCache: INT8 K/V — see 04_kv_cache.ipynb')
+
+    def bytes_per_token(self) -> int:
+        """K + V bytes per token, all layers: int8 values plus one float32 scale per head —
+        exactly what one position of the four buffers takes."""
+        raise NotImplementedError('Exercise 4.4: QuantizedKVCache: INT8 K/V — see 04_kv_cache.ipynb')
+
+    def write(self, layer: int, rows: torch.Tensor, positions: torch.Tensor,
+              k: torch.Tensor, v: torch.Tensor) -> None:
+        """Quantise k, v (N, H, D) per token and head, and store values and scales in place."""
+        raise NotImplementedError('Exercise 4.4: QuantizedKVCache: INT8 K/V — see 04_kv_cache.ipynb')
+
+    def view(self, layer: int, rows, length: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Dequantised K, V of `rows`, positions 0..length-1: each (B, H, length, D), `dtype`."""
+        raise NotImplementedError('Exercise 4.4: QuantizedKVCache: INT8 K/V — see 04_kv_cache.ipynb')

@@ -1,0 +1,56 @@
+# GENERATED from solutions/kv_cache/sampling.py by `course stubs --write`: fill in the bodies that raise NotImplementedError.
+# The lesson is 04_kv_cache/04_kv_cache.ipynb. Exercises in this file (line of each hole, then the commands):
+#   4.5 Sampling: greedy, temperature, top-k/p: line 32; `course check 4.5`, `course hint 4.5`
+"""Exercise 4.5: choosing the next token — greedy, temperature, top-k, top-p."""
+
+from __future__ import annotations
+
+import torch
+
+from solutions.checks import is_int, is_number
+
+
+def sample(logits: torch.Tensor, *, temperature: float = 1.0, top_k: int | None = None,
+           top_p: float | None = None, generator: torch.Generator | None = None) -> torch.Tensor:
+    """Pick one token per row: logits (B, V) floating -> ids (B,) int64. `logits` is not modified.
+
+    temperature == 0: greedy (argmax; the generator is not used). Otherwise, in float32,
+    divide the logits by temperature (< 1 sharpens, > 1 flattens), keep only the top_k
+    largest (if given), then only the nucleus: the smallest set of most likely tokens whose
+    probability reaches top_p (if given; the most likely token is always kept), renormalise
+    and draw one token per row with torch.multinomial(probs, 1, generator=generator) (the same
+    seed gives the same draws). A -inf logit (a masked token) is never drawn.
+
+    The order matters: temperature first, so the nucleus is measured on the tempered
+    probabilities (a flatter distribution needs more tokens to reach top_p). And top_k
+    keeps exactly k tokens per row, even when several logits tie with the k-th largest
+    (which of the tied ones stay is `torch.topk`'s choice). ValueError for bad arguments
+    (`check_sampling`) or logits that are not (B, V) floating, hold NaN / +inf, or a row of -inf.
+    """
+    check_sampling(temperature, top_k, top_p)
+    _check_logits(logits)
+    raise NotImplementedError('Exercise 4.5: Sampling: greedy, temperature, top-k/p — see 04_kv_cache.ipynb')
+
+
+def check_sampling(temperature, top_k, top_p) -> None:
+    """ValueError naming the parameter unless temperature is a finite number >= 0, top_k None
+    or an int >= 1, top_p None or a number in (0, 1]."""
+    if not is_number(temperature) or temperature < 0:
+        raise ValueError(f"temperature must be a finite number >= 0, got {temperature!r}")
+    if top_k is not None and (not is_int(top_k) or top_k < 1):
+        raise ValueError(f"top_k must be None or an int >= 1, got {top_k!r}")
+    if top_p is not None and (not is_number(top_p) or not 0.0 < top_p <= 1.0):
+        raise ValueError(f"top_p must be None or in (0, 1], got {top_p!r}")
+
+
+def _check_logits(logits) -> None:
+    """ValueError unless logits is a floating (B, V) tensor, finite or -inf, one finite per row."""
+    if not isinstance(logits, torch.Tensor) or logits.dim() != 2 or not logits.is_floating_point():
+        raise ValueError(f"logits must be a floating (batch, vocab) tensor, got "
+                         f"{getattr(logits, 'shape', type(logits).__name__)} {getattr(logits, 'dtype', '')}")
+    bad = logits.isnan() | (logits == float("inf"))  # -inf is fine: a masked token
+    if bad.any() or (logits == float("-inf")).all(dim=-1).any():
+        rows = sorted(set(bad.any(dim=-1).nonzero().flatten().tolist())
+                      | set((logits == float("-inf")).all(dim=-1).nonzero().flatten().tolist()))
+        raise ValueError(f"logits must be finite (or -inf for a masked token, with one finite per row); "
+                         f"rows {rows[:8]} hold NaN, +inf or only -inf")
