@@ -21,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from course import manifest
+from course import layout, manifest
 from course.loader import load, root
 
 REPORT_FILES = {"report.md", "report.json", "sweep.png", "roofline.png", "latency.png", "trace.json"}
@@ -99,7 +99,7 @@ def run(args) -> int:
     """The `course profile` command (args from `course.cli`)."""
     impl = getattr(args, "impl", None)
     if impl is None:  # the reference where this copy of the course has it (a learner's release may not)
-        impl = "solution" if (root() / "solutions" / "profiling.py").exists() else "student"
+        impl = "solution" if layout.has_solution(manifest.stage("profiling")) else "student"
     try:
         prof = load("profiling", impl=impl)
         sections = parse_sections(args.stages, tuple(prof.SECTIONS))

@@ -45,7 +45,7 @@ def test_refuses_shipped_folders_files_and_foreign_folders(capsys, tmp_path):
     assert rc == 2 and "other files" in err and (mine / "notes.txt").exists()
 
 
-@pytest.mark.skipif(not (root() / "solutions" / "profiling.py").exists(),
+@pytest.mark.skipif(not (root() / "solutions" / "profiling" / "__init__.py").is_file(),
                     reason="runs the reference solution, which this copy of the course does not have")
 def test_writes_the_report_and_replaces_an_earlier_one(capsys, tmp_path):
     out = tmp_path / "report"
