@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import hashlib
+import importlib
 import json
 from pathlib import Path
 
@@ -63,7 +64,7 @@ def test_unusable_output_paths_are_refused(tmp_path):
     with pytest.raises(ValueError, match="is a folder"):
         dd.run_pipeline(tmp_path / "o", tmp_path / "o2", progress=False)
     with pytest.raises(ValueError, match="course's package"):
-        dd.build_corpus(Path(dd.__file__).resolve().parent.parent / "solutions" / "never.jsonl", limit=1)
+        dd.build_corpus(Path(dd.__file__).resolve().parents[2] / "solutions" / "never.jsonl", limit=1)
 
 
 @pytest.mark.given
@@ -75,7 +76,9 @@ def test_a_failed_run_leaves_the_previous_outputs(tmp_path, monkeypatch):
     def broken(*args, **kwargs):
         raise RuntimeError("the disk filled up")
 
-    monkeypatch.setattr(dd, "assign_splits", broken)  # fails after removed.jsonl was written
+    # run_pipeline's pass lives in the package's pipeline.py: patch the name it calls there
+    pipeline = importlib.import_module(dd.__name__ + ".pipeline")
+    monkeypatch.setattr(pipeline, "assign_splits", broken)  # fails after removed.jsonl was written
     with pytest.raises((RuntimeError, NotImplementedError)):
         dd.run_pipeline(corpus, out, progress=False)
     assert _digests(out) == before

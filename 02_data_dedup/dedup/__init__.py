@@ -1,0 +1,46 @@
+# GENERATED from solutions/dedup/__init__.py by `course stubs --write`.
+# Nothing to write here: given code of stage 02 (02_data_dedup/02_data_dedup.ipynb).
+"""Stage 02: a data pipeline that cleans a corpus and removes its duplicates.
+
+    normalize.py    normalize_text                                              2.1
+    quality.py      quality_reason; QualityConfig and its profiles              2.1
+    exact.py        text_digest, ExactDeduper, exact_dedup                      2.2
+    shingles.py     char_shingles, word_shingles, shingle_hashes                2.3
+    minhash.py      estimate_jaccard, MinHasher.signatures; jaccard             2.4
+    lsh.py          s_curve, lsh_error_areas, lsh_params, candidate_pairs,
+                    verify_pairs                                                2.5
+    clusters.py     UnionFind, cluster                                          2.6
+    splits.py       assign_splits; source_group                                 2.7
+    jsonl.py        read_jsonl, _parse_line                                     2.8
+    pipeline.py     dedup_and_split; run_pipeline                               2.8
+    corpus.py       the standard-library corpus as JSON Lines (given)
+    hashing.py      span_hashes, hash_strings: the 32-bit shingle hash (given)
+    config.py       PipelineConfig, SPLITS, OUTPUT_FILES (given)
+    report.py       accounted, format_report (given)
+    train_split.py  build_train_split, the cached train split for stage 03 (given)
+    cli.py          the command line; __main__.py runs it (given)
+    demo.py         `course demo` (given)
+    arguments.py    the stage's argument checks (given)
+
+    python -m solutions.dedup --build-corpus corpus.jsonl
+    python -m solutions.dedup corpus.jsonl out/ --threshold 0.85 --num-perm 128
+"""
+
+from .clusters import UnionFind, cluster
+from .cli import main
+from .config import OUTPUT_FILES, SPLITS, PipelineConfig
+from .corpus import FIELDS, build_corpus, iter_corpus, stdlib_dir, top_level
+from .demo import demo
+from .exact import ExactDeduper, exact_dedup, text_digest
+from .hashing import _codepoints, hash_strings, sorted_unique, span_hashes
+from .jsonl import read_jsonl
+from .lsh import candidate_pairs, lsh_error_areas, lsh_params, s_curve, verify_pairs
+from .minhash import EMPTY, MinHasher, estimate_jaccard, jaccard
+from .normalize import normalize_text
+from .pipeline import dedup_and_split, run_pipeline
+from .quality import (PROFILE_HELP, QUALITY_PROFILES, QUALITY_REASONS, QualityConfig, profile_name,
+                      quality_profile, quality_reason)
+from .report import accounted, format_report
+from .shingles import SHINGLE_KINDS, char_shingles, shingle_hashes, word_shingles, words_joined
+from .splits import assign_splits, source_group
+from .train_split import build_train_split

@@ -1,0 +1,118 @@
+# GENERATED from solutions/dedup/lsh.py by `course stubs --write`: fill in the bodies that raise NotImplementedError.
+# The lesson is 02_data_dedup/02_data_dedup.ipynb. Exercises in this file (line of each hole, then the commands):
+#   2.5 LSH banding and verification: lines 30, 46, 60, 80, 100; `course check 2.5`, `course hint 2.5`
+"""LSH banding (exercise 2.5): choose bands x rows, find candidate pairs, verify them."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from .arguments import check_threshold, check_weights, positive_int
+from .minhash import estimate_jaccard, jaccard
+
+
+def s_curve(s: float | np.ndarray, bands: int | np.ndarray, rows: int | np.ndarray) -> float | np.ndarray:
+    """Probability that two documents of Jaccard s share at least one band bucket.
+
+    One band of `rows` signature positions matches with probability s**rows; all `bands`
+    bands fail with (1 - s**rows)**bands. So P(candidate) = 1 - (1 - s**r)**b: an S-shaped
+    curve that rises steeply near (1/b)**(1/r); P(0) = 0, P(1) = 1. Broadcasts s, bands and
+    rows against each other (float64 array); all scalars give a Python float. Raises
+    ValueError for a similarity outside [0, 1] or NaN ("similarities ..."), bands or rows < 1.
+    """
+    s_arr = np.asarray(s, dtype=np.float64)
+    if np.any((s_arr < 0) | (s_arr > 1)) or np.any(np.isnan(s_arr)):
+        raise ValueError(f"similarities must lie in [0, 1], got {s!r}")
+    if np.any(np.asarray(bands) < 1) or np.any(np.asarray(rows) < 1):
+        raise ValueError(f"bands and rows must be >= 1, got bands={bands!r}, rows={rows!r}")
+    raise NotImplementedError('Exercise 2.5: LSH banding and verification — see 02_data_dedup.ipynb')
+
+
+def lsh_error_areas(threshold: float, bands, rows) -> tuple[np.ndarray, np.ndarray]:
+    """(false-positive area, false-negative area) under the S-curve for each (bands, rows).
+
+    FP = ∫_0^t P(s) ds: pairs below the threshold that still become candidates (cost:
+    verification work). FN = ∫_t^1 (1 - P(s)) ds: pairs above it that are missed (cost:
+    duplicates left in). Both float64 arrays of the broadcast shape of bands and rows (0-d
+    for scalars), exact to 1e-10. Raises ValueError for a threshold not in (0, 1), bands
+    or rows < 1.
+    """
+    check_threshold(threshold)
+    bands, rows = np.broadcast_arrays(np.asarray(bands, np.int64), np.asarray(rows, np.int64))
+    if np.any(bands < 1) or np.any(rows < 1):
+        raise ValueError(f"bands and rows must be >= 1, got {bands!r}, {rows!r}")
+    raise NotImplementedError('Exercise 2.5: LSH banding and verification — see 02_data_dedup.ipynb')
+
+
+def lsh_params(threshold: float, num_perm: int, weights: tuple[float, float] = (0.5, 0.5)) -> tuple[int, int]:
+    """The (bands, rows), two Python ints, with bands * rows <= num_perm that minimise the error.
+
+    Error = w_fp * FP area + w_fn * FN area (see `lsh_error_areas`; `weights` = (w_fp, w_fn)),
+    over every b >= 1, r >= 1 with b * r <= num_perm. Among equal errors the smallest bands,
+    then the smallest rows, wins: the answer `datasketch`'s `MinHashLSH` picks. Raises
+    ValueError for a bad threshold, num_perm or weights.
+    """
+    check_threshold(threshold)
+    positive_int("num_perm", num_perm)
+    check_weights(weights)
+    raise NotImplementedError('Exercise 2.5: LSH banding and verification — see 02_data_dedup.ipynb')
+
+
+def candidate_pairs(signatures: np.ndarray, bands: int, rows: int) -> np.ndarray:
+    """All pairs (i, j), i < j, whose signatures agree on every row of at least one band.
+
+    Band k is the columns [k*rows, (k+1)*rows) of `signatures` (n_docs, num_perm); columns
+    after bands*rows are not used. Documents with identical band rows share a bucket, and
+    every two documents in a bucket are a candidate. Returns int64, shape (m, 2), sorted
+    (by i, then j), each pair once however many bands it shares; (0, 2) when there are none.
+    Raises ValueError if `signatures` is not 2-D ("shape"), if bands * rows exceeds
+    num_perm ("exceeds num_perm"), or bands or rows is not a positive int.
+    """
+    signatures = np.asarray(signatures)
+    if signatures.ndim != 2:
+        raise ValueError(f"signatures must have shape (n_docs, num_perm), got {signatures.shape}")
+    positive_int("bands", bands)
+    positive_int("rows", rows)
+    if bands * rows > signatures.shape[1]:
+        raise ValueError(f"bands * rows = {bands * rows} exceeds num_perm = {signatures.shape[1]}")
+    raise NotImplementedError('Exercise 2.5: LSH banding and verification — see 02_data_dedup.ipynb')
+
+
+def verify_pairs(pairs: np.ndarray, threshold: float, *, signatures: np.ndarray | None = None,
+                 shingle_keys: Sequence[np.ndarray] | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """The candidate pairs whose similarity is >= threshold: (pairs int64 (k, 2), sims float64 (k,)).
+
+    With `shingle_keys` (each document's sorted distinct shingle hashes) the similarity is
+    the exact Jaccard of the two sets; otherwise the estimate from the `signatures` rows. A
+    pair exactly at the threshold is kept; kept pairs stay in their input order. Candidates
+    are only candidates: a pair can share a band by chance. Raises ValueError with neither
+    input ("needs signatures ... or shingle_keys") or a pair outside the documents ("outside").
+    """
+    check_threshold(threshold)
+    pairs = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
+    if shingle_keys is None and signatures is None:
+        raise ValueError("verify_pairs needs signatures (estimated Jaccard) or shingle_keys (exact Jaccard)")
+    n = len(shingle_keys) if shingle_keys is not None else len(signatures)
+    if pairs.size and (pairs.min() < 0 or pairs.max() >= n):
+        raise ValueError(f"pairs refer to documents outside 0..{n - 1}")
+    raise NotImplementedError('Exercise 2.5: LSH banding and verification — see 02_data_dedup.ipynb')
+
+
+def _pairs_within_groups(labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Every pair (i, j), i < j, of positions with equal labels, without a loop per group.
+
+    Sort the positions by label; the element at place t of a group of size m pairs with
+    the m - 1 - t elements after it in the group.
+    """
+    order = np.argsort(labels, kind="stable")
+    sorted_labels = labels[order]
+    group_start = np.flatnonzero(np.r_[True, sorted_labels[1:] != sorted_labels[:-1]])
+    size = np.diff(np.r_[group_start, len(labels)])
+    place = np.arange(len(labels)) - np.repeat(group_start, size)  # t: place in its group
+    partners = np.repeat(size, size) - 1 - place
+    left = np.repeat(np.arange(len(labels)), partners)
+    step = np.arange(len(left)) - np.repeat(np.cumsum(partners) - partners, partners) + 1
+    i, j = order[left], order[left + step]
+    return np.minimum(i, j).astype(np.int64), np.maximum(i, j).astype(np.int64)

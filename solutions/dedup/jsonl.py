@@ -1,0 +1,70 @@
+"""Reading JSON Lines (exercise 2.8): every line becomes a record or a reason, never a crash."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Iterator
+
+from .corpus import FIELDS
+
+
+def read_jsonl(path: str | Path) -> Iterator[tuple[int, dict | None, str | None]]:
+    """Stream a JSON Lines file: yield (line number, record, None) or (line number, None, error).
+
+    Line numbers start at 1, one per line of the file (a final line without "\\n" counts;
+    nothing follows the last "\\n"). Each line is judged by `_parse_line`; bad lines are
+    yielded with the reason, never raised, so that the caller counts them. Raises
+    FileNotFoundError ("no such input file") if `path` is not a file.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"no such input file: {path}")
+    # BEGIN SOLUTION 2.8
+    # HINT: read_jsonl: open the file in binary and enumerate its lines from 1, yielding
+    #   `(line_no, *_parse_line(raw))`: each line is decoded on its own, so a bad byte
+    #   costs one line, not the file.
+    with open(path, "rb") as f:
+        for line_no, raw in enumerate(f, 1):
+            yield (line_no, *_parse_line(raw))
+    # END SOLUTION
+
+
+def _parse_line(raw: bytes) -> tuple[dict | None, str | None]:
+    """One line (bytes, its "\\n" or "\\r\\n" included or not): (record, None) or (None, reason).
+
+    A record is a JSON object, from valid UTF-8, with the fields "id", "text" and "source"
+    as strings that are valid Unicode (JSON escapes can smuggle in a lone surrogate, which
+    is not); other fields are kept. The reason, for the first failing check in this order,
+    names what is wrong: "blank line" (empty or only whitespace), "not valid UTF-8 ...",
+    "invalid JSON ...", "not a JSON object ...", "missing field(s) <names>",
+    "field 'id' must be a string ...", "field 'text' holds a lone surrogate ...".
+    """
+    # BEGIN SOLUTION 2.8
+    # HINT: _parse_line: check in the docstring's order and return (None, reason) at the
+    #   first failure; a lone surrogate is a str that `.encode("utf-8")` refuses.
+    raw = raw.rstrip(b"\r\n")
+    if not raw.strip():
+        return None, "blank line"
+    try:
+        line = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        return None, f"not valid UTF-8 ({e.reason} at byte {e.start})"
+    try:
+        rec = json.loads(line)
+    except json.JSONDecodeError as e:
+        return None, f"invalid JSON: {e.msg} (column {e.colno})"
+    if not isinstance(rec, dict):
+        return None, f"not a JSON object (got {type(rec).__name__})"
+    missing = [k for k in FIELDS if k not in rec]
+    if missing:
+        return None, f"missing field(s) {', '.join(missing)}"
+    for k in FIELDS:
+        if not isinstance(rec[k], str):
+            return None, f"field {k!r} must be a string, got {type(rec[k]).__name__}"
+        try:
+            rec[k].encode("utf-8")
+        except UnicodeEncodeError:
+            return None, f"field {k!r} holds a lone surrogate (not valid Unicode)"
+    return rec, None
+    # END SOLUTION
