@@ -209,8 +209,9 @@ def cmd_status(args) -> int:
     nxt = pending[0] if pending else None
     if nxt is not None:
         print(f"\nNext: exercise {nxt.exercise.id} \"{_short(nxt.exercise.title, 40)}\" ({nxt.state})\n"
-              f"      read {nxt.stage.notebook}, fill in its holes in {nxt.stage.folder}/{nxt.stage.module}/,\n"
-              f"      then run `course check {nxt.exercise.id}` (`course hint {nxt.exercise.id}` if stuck).")
+              f"      read {nxt.stage.notebook}, fill in its holes\n"
+              f"      in {nxt.stage.folder}/{nxt.stage.module}/, then run `course check {nxt.exercise.id}`\n"
+              f"      (`course hint {nxt.exercise.id}` if stuck).")
         if nxt.blocked_by:
             print("\n".join(feedback.wrap(f"Blocked by {', '.join(nxt.blocked_by)}: some of its tests call "
                                           "that code too.", indent="      ", max_lines=2)))

@@ -1,0 +1,61 @@
+# GENERATED from solutions/autograd/shapes.py by `course stubs --write`: fill in the bodies that raise NotImplementedError.
+# The lesson is 01_autograd/01_autograd.ipynb. Exercises in this file (line of each hole, then the commands):
+#   1.5 Reshape, transpose and indexing: lines 30, 43, 61; `course check 1.5`, `course hint 1.5`
+"""Exercise 1.5: reshape, transpose and indexing."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Sequence
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from .tensor import Tensor
+
+
+class ShapeMixin:
+    """Tensor's shape operations. Each moves elements without changing them, keeps the dtype,
+    and its backward hands this tensor a gradient of this tensor's shape."""
+
+    __slots__ = ()
+
+    def reshape(self, *shape: int | Sequence[int]) -> "Tensor":
+        """The same elements (C order) in a new shape: `t.reshape(2, -1)` or `t.reshape((2, -1))`.
+
+        A shape with another number of elements is a ValueError naming this tensor's shape
+        first, then the one asked for: "(2, 3) ... (4, 2)".
+        """
+        if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+            shape = tuple(shape[0])
+        raise NotImplementedError('Exercise 1.5: Reshape, transpose and indexing — see 01_autograd.ipynb')
+
+    def transpose(self, *axes: int) -> "Tensor":
+        """Permute the axes, like `ndarray.transpose`: `t.transpose(2, 0, 1)` or with one tuple;
+        negative axes count from the end; no axes reverses them. Axes that are not a
+        permutation are a ValueError naming the shape (given)."""
+        if len(axes) == 1 and isinstance(axes[0], (tuple, list)):
+            axes = tuple(axes[0])
+        if not axes:
+            axes = tuple(range(self.ndim))[::-1]
+        perm = tuple(ax + self.ndim if isinstance(ax, int) and ax < 0 else ax for ax in axes)
+        if sorted(perm) != list(range(self.ndim)):
+            raise ValueError(f"transpose axes {axes} are not a permutation of the axes of shape {self.shape}")
+        raise NotImplementedError('Exercise 1.5: Reshape, transpose and indexing — see 01_autograd.ipynb')
+
+    @property
+    def T(self) -> "Tensor":
+        """All axes reversed; the matrix transpose for a 2-D tensor."""
+        return self.transpose()
+
+    def __getitem__(self, index: object) -> "Tensor":
+        """NumPy indexing: ints, slices (negative steps too), None, Ellipsis, integer arrays and
+        boolean masks, alone or in a tuple; the result is NumPy's `data[index]`.
+
+        The gradient has this tensor's shape: zero where nothing was picked, and an element
+        picked several times (`t[[0, 0, 2]]`) gets the sum of the gradients of all its picks.
+        Indexing with a Tensor is a TypeError (given).
+        """
+        items = index if isinstance(index, tuple) else (index,)
+        if any(isinstance(i, type(self)) for i in items):
+            raise TypeError("index a Tensor with ints, slices or integer ndarrays, not with a Tensor")
+        raise NotImplementedError('Exercise 1.5: Reshape, transpose and indexing — see 01_autograd.ipynb')

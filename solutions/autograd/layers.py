@@ -1,0 +1,80 @@
+"""Exercise 1.8 (with optim.py): the layers Linear and MLP."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from solutions.checks import check_ints
+
+from .module import Module
+from .tensor import Tensor
+
+
+class Linear(Module):
+    """y = x @ weight + bias, for x of shape (..., in_features): y is (..., out_features).
+
+    `weight`: (in_features, out_features), stored this way round (PyTorch stores its
+    transpose); `bias`: (out_features,), or None with bias=False. Both are parameters
+    (requires_grad), of `dtype` (float32 by default). An input whose last axis is not
+    in_features gets `@`'s ValueError naming both shapes, the input's first.
+    """
+
+    def forward(self, x: Tensor) -> Tensor:
+        """y = x @ weight (+ bias), of x's dtype; the gradients of x, weight and bias flow back."""
+        # BEGIN SOLUTION 1.8
+        # HINT: the ops you wrote are differentiable, so a layer is just their composition:
+        #   no backward to write here (nor in MLP). Remember that bias may be None.
+        out = x @ self.weight
+        return out if self.bias is None else out + self.bias
+        # END SOLUTION
+
+    def __init__(self, in_features: int, out_features: int, bias: bool = True, *,
+                 rng: "np.random.Generator | int | None" = None, dtype: "np.dtype | type" = np.float32) -> None:
+        """Initialised as PyTorch's default: weight, then bias, uniform in +-1/sqrt(in_features)
+        (each output then starts with a variance that does not grow with the fan-in), drawn
+        from `np.random.default_rng(rng)`. Sizes below 1 are a ValueError."""
+        check_ints(1, in_features=in_features, out_features=out_features)
+        rng = np.random.default_rng(rng)
+        bound = 1.0 / np.sqrt(in_features)
+        self.weight = Tensor(rng.uniform(-bound, bound, (in_features, out_features)).astype(dtype),
+                             requires_grad=True)
+        self.bias = (Tensor(rng.uniform(-bound, bound, out_features).astype(dtype), requires_grad=True)
+                     if bias else None)
+
+
+class MLP(Module):
+    """A multi-layer perceptron: Linear layers of `sizes` ([784, 256, 256, 10]: three layers)
+    with `activation` ("relu" or "tanh") after each but the last, which gives the logits.
+
+    `self.layers` is the list of the Linear layers, in order: layer i is
+    `Linear(sizes[i], sizes[i + 1], rng=gen, dtype=dtype)`, every one drawn from ONE generator
+    `gen = np.random.default_rng(rng)` made once, in order, so one seed fixes them all (and
+    two seeds differ). `parameters()` is then each layer's weight and bias, layer by layer.
+    Fewer than two sizes, or another activation, is a ValueError (given).
+    """
+
+    def __init__(self, sizes: Sequence[int], activation: str = "relu", *,
+                 rng: "np.random.Generator | int | None" = None, dtype: "np.dtype | type" = np.float32) -> None:
+        sizes = list(sizes)
+        if len(sizes) < 2:
+            raise ValueError(f"MLP needs at least an input and an output size, got sizes={sizes}")
+        if activation not in ("relu", "tanh"):
+            raise ValueError(f"activation must be 'relu' or 'tanh', got {activation!r}")
+        self.activation = activation
+        # BEGIN SOLUTION 1.8
+        # HINT: make the generator once and hand the same one to every Linear: each layer then
+        #   draws from where the previous one stopped.
+        rng = np.random.default_rng(rng)
+        self.layers = [Linear(i, o, rng=rng, dtype=dtype) for i, o in zip(sizes[:-1], sizes[1:])]
+        # END SOLUTION
+
+    def forward(self, x: Tensor) -> Tensor:
+        """x (..., sizes[0]) -> logits (..., sizes[-1]), of x's dtype."""
+        # BEGIN SOLUTION 1.8
+        for layer in self.layers[:-1]:
+            x = layer(x)
+            x = x.relu() if self.activation == "relu" else x.tanh()
+        return self.layers[-1](x)
+        # END SOLUTION

@@ -1,0 +1,116 @@
+"""Exercise 1.7: softmax, log_softmax and the fused cross-entropy loss."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from .reductions import _one_axis
+from .tensor import Tensor
+
+
+def _log_softmax_data(x: np.ndarray, axis: int) -> np.ndarray:
+    """log(softmax(x)) along `axis` of a plain array: same shape and dtype.
+
+    Stable: no overflow nor invalid-value warning for any finite x (rows such as
+    [1000, 0, -1000] or [5e4, 5e4, 5e4]), and exact where the answer is: [1000, 0, -1000]
+    gives [0, -1000, -2000]. Adding a constant to a slice along `axis` changes nothing.
+    """
+    # BEGIN SOLUTION 1.7
+    # HINT: log_softmax(x) = x - log(sum(exp(x))), and subtracting the maximum m of each slice
+    #   first changes nothing (it cancels) but keeps every exponent <= 0:
+    #   x - m - log(sum(exp(x - m))), with the max and the sum taken with keepdims=True.
+    shifted = x - x.max(axis=axis, keepdims=True)
+    shifted -= np.log(np.exp(shifted).sum(axis=axis, keepdims=True))
+    return shifted
+    # END SOLUTION
+
+
+def softmax(x: Tensor, axis: int = -1) -> Tensor:
+    """exp(x) / sum(exp(x)) along `axis` (one int), as stable as `_log_softmax_data`.
+
+    `x`: a Tensor or an ndarray (anything else is a TypeError; so is an axis that is not one
+    int, and one out of range a ValueError naming it: given). One op: its backward gives x
+    PyTorch's gradient, of x's shape and dtype.
+    """
+    x = _to_tensor(x, "softmax input")
+    axis = _one_axis(axis, x.ndim)
+    # BEGIN SOLUTION 1.7
+    # HINT: with s = softmax(x), the backward is dx = s * (g - sum(g * s)), and that of
+    #   log_softmax is dx = g - s * sum(g), each sum along `axis` with keepdims=True.
+    data = np.exp(_log_softmax_data(x.data, axis))
+
+    def backward(g: np.ndarray):
+        return (data * (g - (g * data).sum(axis=axis, keepdims=True)),)
+
+    return Tensor.from_op(data, (x,), backward)
+    # END SOLUTION
+
+
+def log_softmax(x: Tensor, axis: int = -1) -> Tensor:
+    """log(softmax(x)) along `axis`: the same contract as `softmax`."""
+    x = _to_tensor(x, "log_softmax input")
+    axis = _one_axis(axis, x.ndim)
+    # BEGIN SOLUTION 1.7
+    data = _log_softmax_data(x.data, axis)
+
+    def backward(g: np.ndarray):
+        return (g - np.exp(data) * g.sum(axis=axis, keepdims=True),)
+
+    return Tensor.from_op(data, (x,), backward)
+    # END SOLUTION
+
+
+def cross_entropy(logits: Tensor, targets: np.ndarray | Sequence[int]) -> Tensor:
+    """Mean over the batch of -log softmax(logits)[b, targets[b]]: PyTorch's `F.cross_entropy`.
+
+    logits: (B, C), a Tensor or an ndarray; targets: (B,) integer class ids in [0, C) (an
+    ndarray or a list; a Tensor, floats, another shape, an id out of range or an empty
+    batch are errors naming what is wrong: given). Returns a 0-d tensor of the logits'
+    dtype, ONE node whose only parent is `logits` (`loss._parents == (logits,)`), not a
+    graph of small ops; its backward gives the logits PyTorch's gradient. A prediction
+    that is certain and right costs exactly 0.0, with a gradient of exactly 0.
+    """
+    logits = _to_tensor(logits, "cross_entropy logits")
+    if isinstance(targets, Tensor):
+        raise TypeError("cross_entropy targets must be an integer ndarray of class ids, not a Tensor")
+    targets = np.asarray(targets)
+    if logits.ndim != 2:
+        raise ValueError(f"cross_entropy needs logits of shape (batch, classes), got {logits.shape}")
+    batch, classes = logits.shape
+    if targets.dtype.kind not in "iu":
+        raise TypeError(f"cross_entropy targets must be integer class ids, got dtype {targets.dtype}")
+    if targets.shape != (batch,):
+        raise ValueError(f"cross_entropy targets must have shape ({batch},) for logits {logits.shape}, "
+                         f"got {targets.shape}")
+    if batch == 0:
+        raise ValueError("cross_entropy of an empty batch")
+    if targets.min() < 0 or targets.max() >= classes:
+        bad = targets[(targets < 0) | (targets >= classes)][0]
+        raise ValueError(f"cross_entropy target {bad} is not a class id in [0, {classes})")
+    # BEGIN SOLUTION 1.7
+    # HINT: one fused op: the loss is -mean(logp[rows, targets]) with logp from
+    #   `_log_softmax_data`, and its backward is g * (softmax(logits) - onehot(targets)) / B,
+    #   one (B, C) array: exp(logp), minus 1 at each row's target.
+    rows = np.arange(batch)
+    logp = _log_softmax_data(logits.data, axis=1)
+    data = -logp[rows, targets].mean()
+
+    def backward(g: np.ndarray):
+        grad = np.exp(logp)  # softmax, a fresh array we may write into
+        grad[rows, targets] -= 1
+        grad *= g / batch
+        return (grad,)
+
+    return Tensor.from_op(data, (logits,), backward)
+    # END SOLUTION
+
+
+# ---------------------------------------------------------------------- given helpers
+def _to_tensor(x: object, what: str) -> Tensor:
+    if isinstance(x, Tensor):
+        return x
+    if isinstance(x, np.ndarray):
+        return Tensor(x)
+    raise TypeError(f"{what} must be a Tensor or an ndarray, got {type(x).__name__}")
