@@ -1,0 +1,122 @@
+# GENERATED from solutions/paged/fork.py by `course stubs --write`: fill in the bodies that raise NotImplementedError.
+# The lesson is 06_paged_attention/06_paged_attention.ipynb. Exercises in this file (line of each hole, then the commands):
+#   6.7 Fork and copy-on-write: lines 31, 39, 77; `course check 6.7`, `course hint 6.7`
+"""Fork and copy-on-write (6.7): rows that share blocks, copied when one writes; parallel sampling."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+
+from solutions.batching import Request, State
+from solutions.checks import check_int
+
+from .block_table import blocks_needed
+
+
+class CopyOnWrite:
+    """Forked rows of `PagedKVCache`; the cache inherits it. A block held by more than one
+    table (reference count > 1) is read by all of them and written by none: a row about to
+    write into it first gets its own copy (`reserve` calls `_copy_on_write`)."""
+
+    def fork_row(self, src: int, dst: int) -> None:
+        """Row dst becomes a copy of row src that SHARES its blocks (no K/V is copied): the
+        same block table (both views), each block's count + 1 (`allocator.fork`), the same
+        committed keys (`row_hashes`) and length. Rows outside the cache, or a dst that is not
+        empty (blocks or length): ValueError, nothing changed."""
+        (src, dst) = self._row_ids([src, dst])
+        if self.tables[dst] or int(self.lengths[dst]):
+            raise ValueError(f"fork_row: row {dst} is not empty")
+        raise NotImplementedError('Exercise 6.7: Fork and copy-on-write — see 06_paged_attention.ipynb')
+
+    def _copy_on_write(self, targets: list[tuple[int, int]]) -> None:
+        """Give each (row, table index) of `targets` its own copy of the shared block there:
+        allocate a block, copy its K and V in every layer, point both views of the row's
+        table at the copy, and let go of the shared one (its count - 1). An entry whose
+        block is no longer shared (count 1: an earlier copy left it to this row) is skipped.
+        `reserve` checked that enough blocks are free."""
+        raise NotImplementedError('Exercise 6.7: Fork and copy-on-write — see 06_paged_attention.ipynb')
+
+    def _blocks_to_copy(self, row_ids: list[int], starts: list[int], new: list[int]) -> list[tuple[int, int]]:
+        """(row, table index) of the shared blocks (reference count > 1) that rows will
+        write into, positions starts[i]..new[i]-1; only blocks the row already holds (given)."""
+        out = []
+        bs, refs = self.block_size, self.allocator.ref_counts
+        for r, s, n in zip(row_ids, starts, new):
+            table = self.tables[r]
+            for i in range(s // bs, min(len(table), blocks_needed(n, bs))):
+                if refs[table[i]] > 1:
+                    out.append((r, i))
+        return out
+
+
+class ParallelSampling:
+    """n answers to one prompt on shared blocks; `PagedEngine` inherits it (engine.py), whose
+    `_forks` maps a leader's id to the siblings waiting for its prompt to run."""
+
+    def _fork_siblings(self, ready: list[Request], logits: torch.Tensor) -> tuple[list[Request], torch.Tensor]:
+        """Siblings of a leader whose prompt has just run join it; returns (ready, logits[rows]).
+
+        `ready`, `logits` (len(ready), V): the step's requests that sample now, and their
+        logits. For each sibling of each ready leader (`_forks.pop(leader id)`, in order):
+        if no row is free (`free_slots` empty, or `scheduler.running` already
+        `max_batch_size` long), queue it as an ordinary request (`scheduler.add`), to compute
+        its prompt itself later. Else it takes the first free row, shares the leader's blocks
+        (`cache.fork_row`), copies its `num_computed` and `num_cached_tokens`, moves to
+        RUNNING at `now`, joins `scheduler.running` and `ready`, and the leader's logits row
+        `i` is appended to `rows`: it samples its first token, with its own generator, from
+        the same logits as the leader. A sibling that joins is not an admission: the prefix
+        cache's statistics do not count it."""
+        rows = list(range(len(ready)))
+        now = self.clock()
+        for i, leader in enumerate(list(ready)):
+            siblings = self._forks.pop(leader.request_id, None)
+            if not siblings:
+                continue
+            raise NotImplementedError('Exercise 6.7: Fork and copy-on-write — see 06_paged_attention.ipynb')
+        return ready, logits[rows]
+
+    # -- given
+    def add_forked(self, request: Request, n: int) -> list[Request]:
+        """Parallel sampling: n sequences continue one prompt. They are n requests with ids
+        f"{request.request_id}-{i}" (child i samples with seed + i when the request has a
+        seed). Only child 0 is queued; when its prompt has run, the others fork from it —
+        they share all its blocks (copy-on-write) and sample their first token from the
+        same logits — so the prompt is computed and stored once, not n times. A sibling
+        that finds no free row then is queued as an ordinary request."""
+        if not isinstance(request, Request):
+            raise TypeError(f"add_forked expects a Request, got {type(request).__name__}")
+        n = check_int("n", n, 1)
+        if request.state is not State.WAITING or request.events:
+            raise ValueError(f"request {request.request_id!r} was already used ({request.state.value})")
+        ids = [f"{request.request_id}-{i}" for i in range(n)]
+        taken = [i for i in ids if i in self.requests]
+        if taken:
+            raise ValueError(f"request ids {taken} are already in this engine")
+        children = []
+        for i, rid in enumerate(ids):
+            sampling = request.sampling
+            if sampling.seed is not None:
+                sampling = dataclasses.replace(sampling, seed=sampling.seed + i)
+            children.append(Request(request.prompt, request.max_new_tokens, sampling=sampling, stop=request.stop,
+                                    priority=request.priority, request_id=rid, arrival=request.arrival))
+        self.add_request(children[0])
+        for child in children[1:]:
+            self.add_request(child, arrival=children[0].arrival)
+            self.scheduler.remove(child)  # waits for child 0's prefill, outside the queue
+        if len(children) > 1:
+            self._forks[children[0].request_id] = children[1:]
+        return children
+
+    def abort(self, request_id: str) -> bool:
+        """Stage 05's `abort`, plus: a sibling still waiting for its leader's prefill is
+        dropped from the fork; if the leader is aborted, its siblings are queued on their own."""
+        if request_id in self.requests and not self.requests[request_id].finished:
+            request = self.requests[request_id]
+            for siblings in self._forks.values():
+                if request in siblings:
+                    siblings.remove(request)
+            for s in self._forks.pop(request_id, []):
+                self.scheduler.add(s)
+        return super().abort(request_id)

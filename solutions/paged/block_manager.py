@@ -1,0 +1,140 @@
+"""The engine's block manager (6.8): what requests cost the scheduler in whole blocks; admission from the prefix cache."""
+
+from __future__ import annotations
+
+from solutions.batching import Request, Scheduler, State
+
+from .block_table import blocks_needed
+from .cache import PagedKVCache
+from .prefix import hash_block
+
+
+class BlockManager:
+    """The paged engine's memory, as its scheduler sees it (`scheduler.memory`; state: `__init__`).
+
+    Stage 05's Scheduler asks `memory.charge(request)` and `memory.held()` (cache tokens)
+    and keeps held() within `max_cache_tokens` (the pool: num_blocks x block_size),
+    admitting by it and preempting when it is over. Both are counted in WHOLE blocks.
+    The rows that will run: `scheduler.running` and the engine's `dead_rows` (a fixed
+    batch's finished rows); a request being preempted has already left `running`.
+    Statistics: `prefix_queries`, `prefix_hits` (tokens, counted by `admit`).
+    """
+
+    def held(self) -> int:
+        """Cache tokens held, a multiple of block_size: block_size x the distinct blocks the
+        rows that will run hold (`len(holders())`: a block several rows share counts ONCE),
+        plus `charge(r, holders)` summed over `scheduler.running` (what each is still
+        charged; one `holders()` for all). Changes nothing."""
+        # BEGIN SOLUTION 6.8
+        # HINT: Count distinct blocks, not table entries: a block two forks share is one block.
+        holders = self.holders()
+        return (len(holders) * self.block_size
+                + sum(self.charge(r, holders) for r in self.scheduler.running))
+        # END SOLUTION
+
+    def charge(self, request: Request, holders: dict[int, int] | None = None) -> int:
+        """Cache tokens admitting or keeping `request` costs now, a multiple of block_size.
+
+        need = blocks_needed(scheduler.tokens_needed(request), block_size): the policy's
+        own reservation (every known token for continuous batching, prompt +
+        max_new_tokens for static) in whole blocks.
+        - No row yet (`request.slot is None`): `need` blocks less, with prefix caching on,
+          the blocks of `cache.match_prefix(request.tokens, hashes_for(request))` that
+          somebody holds now (reference count > 0): those cost no new memory (a hit on a
+          FREE cached block still costs its block: it leaves the free queue).
+        - A row: what it still lacks, max(0, need - len(its table)) blocks, plus ONE if it
+          has pending tokens and the block it writes next, table index num_computed //
+          block_size (when the table has it), is held by more than one row that will run
+          (`holders[block] > 1`; holders: `holders()` when None): copy-on-write will need a
+          block for its copy.
+        Changes nothing."""
+        # BEGIN SOLUTION 6.8
+        # HINT: Two cases: a waiting request pays for all its blocks except the hits somebody
+        #   already holds; a running one pays only for the blocks it does not have yet.
+        # HINT: The copy: `holders.get(table[num_computed // block_size], 0) > 1`.
+        bs = self.block_size
+        blocks = blocks_needed(self.scheduler.tokens_needed(request), bs)
+        if request.slot is None:
+            if self.enable_prefix_caching:  # hits on blocks somebody holds cost nothing more
+                refs = self.cache.allocator.ref_counts
+                blocks -= sum(refs[b] > 0 for b in self.cache.match_prefix(request.tokens, self.hashes_for(request)))
+            return blocks * bs
+        table = self.cache.tables[request.slot]
+        extra = max(0, blocks - len(table))
+        i = request.num_computed // bs
+        if request.num_pending and i < len(table):
+            holders = self.holders() if holders is None else holders
+            if holders.get(table[i], 0) > 1:
+                extra += 1  # it will write into a block it shares: copy-on-write
+        return extra * bs
+        # END SOLUTION
+
+    def admit(self, request: Request) -> int:
+        """Start an admitted request's row from the prefix cache; return the tokens found.
+
+        Called by the engine's `_acquire`, once stage 05 gave the request an empty row
+        (`request.slot`, num_computed 0) and after the scheduler recorded this admission:
+        the LAST entry of `request.events` is its RUNNING event.
+        - cached = `cache.assign_prefix(request.slot, request.tokens, hashes_for(request))`
+          (whole blocks, never the last token; 0 with prefix caching off);
+          `request.num_computed = cached`.
+        - Prefix caching on: `prefix_queries += request.num_tokens` (every token it knows
+          at this admission, prompt + output so far, the last token too, which can never
+          hit), `prefix_hits += cached`. Off: neither changes. Every admission counts, a
+          return after preemption included.
+        - Its FIRST admission (no RUNNING event in `request.events[:-1]`):
+          `request.num_cached_tokens = min(cached, len(request.prompt))`; a later admission
+          leaves it as it was."""
+        # BEGIN SOLUTION 6.8
+        # HINT: "First" is about the events before the last one: the current admission's
+        #   RUNNING event is already there.
+        cached = self.cache.assign_prefix(request.slot, request.tokens, self.hashes_for(request))
+        request.num_computed = cached
+        if self.enable_prefix_caching:
+            self.prefix_queries += request.num_tokens
+            self.prefix_hits += cached
+        if not any(e.state is State.RUNNING for e in request.events[:-1]):
+            request.num_cached_tokens = min(cached, len(request.prompt))
+        return cached
+        # END SOLUTION
+
+    # -- given: the state, who holds what, the requests' block keys
+    def __init__(self, cache: PagedKVCache, scheduler: Scheduler, dead_rows: list[Request]):
+        self.cache = cache
+        self.scheduler = scheduler
+        self.dead_rows = dead_rows  # the engine's own list (it changes in place)
+        self.block_size = cache.block_size
+        self.enable_prefix_caching = cache.enable_prefix_caching
+        self.prefix_queries = 0  # tokens looked up in the prefix cache, at every admission
+        self.prefix_hits = 0     # tokens found there
+        self._hashes: dict[str, list[bytes]] = {}  # request id -> keys of its prompt's full blocks
+
+    def holders(self) -> dict[int, int]:
+        """block id -> how many rows that will run hold it (blocks nobody of them holds: absent)."""
+        counts: dict[int, int] = {}
+        for r in (*self.scheduler.running, *self.dead_rows):
+            if r.slot is not None:
+                for b in self.cache.tables[r.slot]:
+                    counts[b] = counts.get(b, 0) + 1
+        return counts
+
+    def hashes_for(self, request: Request) -> list[bytes]:
+        """The chained keys of the full blocks of everything the request knows (prompt +
+        output: a preempted request finds its own output blocks again); [] with prefix
+        caching off. The prompt's are computed once per request and kept until `forget`."""
+        if not self.enable_prefix_caching:
+            return []
+        hashes = self._hashes.get(request.request_id)
+        if hashes is None:
+            hashes = self._hashes[request.request_id] = self.cache.prefix_hashes(request.prompt)
+        n = request.num_tokens // self.block_size
+        if len(hashes) >= n:
+            return hashes
+        tokens, bs, more = request.tokens, self.block_size, list(hashes)
+        for i in range(len(hashes), n):
+            more.append(hash_block(more[-1] if more else None, tokens[i * bs:(i + 1) * bs]))
+        return more
+
+    def forget(self, request_id: str) -> None:
+        """Drop a request's kept keys (the engine forgets the request)."""
+        self._hashes.pop(request_id, None)

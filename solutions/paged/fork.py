@@ -1,0 +1,155 @@
+"""Fork and copy-on-write (6.7): rows that share blocks, copied when one writes; parallel sampling."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+
+from solutions.batching import Request, State
+from solutions.checks import check_int
+
+from .block_table import blocks_needed
+
+
+class CopyOnWrite:
+    """Forked rows of `PagedKVCache`; the cache inherits it. A block held by more than one
+    table (reference count > 1) is read by all of them and written by none: a row about to
+    write into it first gets its own copy (`reserve` calls `_copy_on_write`)."""
+
+    def fork_row(self, src: int, dst: int) -> None:
+        """Row dst becomes a copy of row src that SHARES its blocks (no K/V is copied): the
+        same block table (both views), each block's count + 1 (`allocator.fork`), the same
+        committed keys (`row_hashes`) and length. Rows outside the cache, or a dst that is not
+        empty (blocks or length): ValueError, nothing changed."""
+        (src, dst) = self._row_ids([src, dst])
+        if self.tables[dst] or int(self.lengths[dst]):
+            raise ValueError(f"fork_row: row {dst} is not empty")
+        # BEGIN SOLUTION 6.7
+        # HINT: Four things become src's: the counts go up, the table (a new list: `_set_table`),
+        #   the committed keys (a copy of the list) and the length.
+        self.allocator.fork(self.tables[src])
+        self._set_table(dst, list(self.tables[src]))
+        self.row_hashes[dst] = list(self.row_hashes[src])
+        self.lengths[dst] = self.lengths[src]
+        # END SOLUTION
+
+    def _copy_on_write(self, targets: list[tuple[int, int]]) -> None:
+        """Give each (row, table index) of `targets` its own copy of the shared block there:
+        allocate a block, copy its K and V in every layer, point both views of the row's
+        table at the copy, and let go of the shared one (its count - 1). An entry whose
+        block is no longer shared (count 1: an earlier copy left it to this row) is skipped.
+        `reserve` checked that enough blocks are free."""
+        # BEGIN SOLUTION 6.7
+        # HINT: `self.k[:, new] = self.k[:, old]` copies one block in every layer at once.
+        for r, i in targets:
+            old = self.tables[r][i]
+            if self.allocator.ref_counts[old] < 2:  # an earlier copy left it to this row alone
+                continue
+            (new,) = self.allocator.allocate(1)
+            self.k[:, new] = self.k[:, old]
+            self.v[:, new] = self.v[:, old]
+            self.allocator.free([old])
+            self.tables[r][i] = new
+            self.block_tables[r, i] = new
+        # END SOLUTION
+
+    def _blocks_to_copy(self, row_ids: list[int], starts: list[int], new: list[int]) -> list[tuple[int, int]]:
+        """(row, table index) of the shared blocks (reference count > 1) that rows will
+        write into, positions starts[i]..new[i]-1; only blocks the row already holds (given)."""
+        out = []
+        bs, refs = self.block_size, self.allocator.ref_counts
+        for r, s, n in zip(row_ids, starts, new):
+            table = self.tables[r]
+            for i in range(s // bs, min(len(table), blocks_needed(n, bs))):
+                if refs[table[i]] > 1:
+                    out.append((r, i))
+        return out
+
+
+class ParallelSampling:
+    """n answers to one prompt on shared blocks; `PagedEngine` inherits it (engine.py), whose
+    `_forks` maps a leader's id to the siblings waiting for its prompt to run."""
+
+    def _fork_siblings(self, ready: list[Request], logits: torch.Tensor) -> tuple[list[Request], torch.Tensor]:
+        """Siblings of a leader whose prompt has just run join it; returns (ready, logits[rows]).
+
+        `ready`, `logits` (len(ready), V): the step's requests that sample now, and their
+        logits. For each sibling of each ready leader (`_forks.pop(leader id)`, in order):
+        if no row is free (`free_slots` empty, or `scheduler.running` already
+        `max_batch_size` long), queue it as an ordinary request (`scheduler.add`), to compute
+        its prompt itself later. Else it takes the first free row, shares the leader's blocks
+        (`cache.fork_row`), copies its `num_computed` and `num_cached_tokens`, moves to
+        RUNNING at `now`, joins `scheduler.running` and `ready`, and the leader's logits row
+        `i` is appended to `rows`: it samples its first token, with its own generator, from
+        the same logits as the leader. A sibling that joins is not an admission: the prefix
+        cache's statistics do not count it."""
+        rows = list(range(len(ready)))
+        now = self.clock()
+        for i, leader in enumerate(list(ready)):
+            siblings = self._forks.pop(leader.request_id, None)
+            if not siblings:
+                continue
+            # BEGIN SOLUTION 6.7
+            # HINT: Check for a free row for each sibling in turn: the first ones may take the
+            #   last free rows, the others wait in the queue like any request.
+            # HINT: `self.free_slots.pop(0)` is the first free row; append `i` to `rows` for
+            #   every sibling that joins, so `logits[rows]` lines up with `ready`.
+            for s in siblings:
+                if not self.free_slots or len(self.scheduler.running) >= self.scheduler.max_batch_size:
+                    self.scheduler.add(s)  # no row free now: it will compute its prompt itself
+                    continue
+                s.slot = self.free_slots.pop(0)
+                self.cache.fork_row(leader.slot, s.slot)
+                s.num_computed = leader.num_computed
+                s.num_cached_tokens = getattr(leader, "num_cached_tokens", 0)
+                s.transition(State.RUNNING, now)
+                self.scheduler.running.append(s)
+                ready.append(s)
+                rows.append(i)
+            # END SOLUTION
+        return ready, logits[rows]
+
+    # -- given
+    def add_forked(self, request: Request, n: int) -> list[Request]:
+        """Parallel sampling: n sequences continue one prompt. They are n requests with ids
+        f"{request.request_id}-{i}" (child i samples with seed + i when the request has a
+        seed). Only child 0 is queued; when its prompt has run, the others fork from it —
+        they share all its blocks (copy-on-write) and sample their first token from the
+        same logits — so the prompt is computed and stored once, not n times. A sibling
+        that finds no free row then is queued as an ordinary request."""
+        if not isinstance(request, Request):
+            raise TypeError(f"add_forked expects a Request, got {type(request).__name__}")
+        n = check_int("n", n, 1)
+        if request.state is not State.WAITING or request.events:
+            raise ValueError(f"request {request.request_id!r} was already used ({request.state.value})")
+        ids = [f"{request.request_id}-{i}" for i in range(n)]
+        taken = [i for i in ids if i in self.requests]
+        if taken:
+            raise ValueError(f"request ids {taken} are already in this engine")
+        children = []
+        for i, rid in enumerate(ids):
+            sampling = request.sampling
+            if sampling.seed is not None:
+                sampling = dataclasses.replace(sampling, seed=sampling.seed + i)
+            children.append(Request(request.prompt, request.max_new_tokens, sampling=sampling, stop=request.stop,
+                                    priority=request.priority, request_id=rid, arrival=request.arrival))
+        self.add_request(children[0])
+        for child in children[1:]:
+            self.add_request(child, arrival=children[0].arrival)
+            self.scheduler.remove(child)  # waits for child 0's prefill, outside the queue
+        if len(children) > 1:
+            self._forks[children[0].request_id] = children[1:]
+        return children
+
+    def abort(self, request_id: str) -> bool:
+        """Stage 05's `abort`, plus: a sibling still waiting for its leader's prefill is
+        dropped from the fork; if the leader is aborted, its siblings are queued on their own."""
+        if request_id in self.requests and not self.requests[request_id].finished:
+            request = self.requests[request_id]
+            for siblings in self._forks.values():
+                if request in siblings:
+                    siblings.remove(request)
+            for s in self._forks.pop(request_id, []):
+                self.scheduler.add(s)
+        return super().abort(request_id)
