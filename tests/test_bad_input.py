@@ -27,7 +27,8 @@ from solutions import train as tr
 from solutions.gpt import DEFAULT_WEIGHTS, GPT, GPTConfig, load_checkpoint, save_checkpoint
 from tests.helpers import ROOT, run
 
-SHIPPED = [DEFAULT_WEIGHTS, ROOT / "solutions" / "dedup.py", ROOT / "solutions" / "train.py", ROOT / "README.md"]
+SHIPPED = [DEFAULT_WEIGHTS, *sorted((ROOT / "solutions" / "dedup").glob("*.py")),
+           *sorted((ROOT / "solutions" / "train").glob("*.py")), ROOT / "README.md"]
 
 
 def _doc(i: int) -> dict:
@@ -108,7 +109,7 @@ DEDUP_CASES = [
     ("limit-without-build", ["{T}/corpus.jsonl", "{T}/O3", "--limit", "3"], "--limit and --packages"),
     ("no-arguments", [], "give IN.jsonl and OUT_DIR"),
     ("build-and-run", ["{T}/corpus.jsonl", "{T}/O3", "--build-corpus", "{T}/c2.jsonl"], "not both"),
-    ("build-over-shipped", ["--build-corpus", "{ROOT}/solutions/dedup.py", "--limit", "2"], "course's package"),
+    ("build-over-shipped", ["--build-corpus", "{ROOT}/solutions/dedup/pipeline.py", "--limit", "2"], "course's package"),
     ("build-over-readme", ["--build-corpus", "{ROOT}/README.md", "--limit", "2"], "ships"),
     ("build-into-folder", ["--build-corpus", "{T}/OUT", "--limit", "2"], "is a folder"),
 ]

@@ -65,7 +65,7 @@ def test_two_processes_match_one_process_with_twice_the_accumulation(tmp_path):
     _write_corpus(tmp_path)
     steps = 8
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-           train.__file__, "--preset", "tiny", "--data", str(tmp_path), "--steps", str(steps),
+           os.path.dirname(train.__file__), "--preset", "tiny", "--data", str(tmp_path), "--steps", str(steps),
            "--grad-accum", "2", "--history", str(tmp_path / "ddp.json"), "--out", str(tmp_path / "ddp.pt"),
            "--no-progress", "--threads", "1"]
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import ast
+import importlib
 import json
 from dataclasses import asdict, replace
 from pathlib import Path
@@ -108,7 +109,7 @@ def _data(folder):
 
 @pytest.mark.exercise("3.11")
 def test_cli_writes_under_the_run_folder_unless_told(tmp_path, monkeypatch, capsys, one_thread):
-    monkeypatch.setattr(train, "RUNS_DIR", tmp_path / "runs")
+    monkeypatch.setattr(importlib.import_module(f"{train.__name__}.cli"), "RUNS_DIR", tmp_path / "runs")
     stamp = DEFAULT_WEIGHTS.stat().st_mtime_ns
     assert train.main(["--preset", "tiny", "--data", str(_data(tmp_path)), "--steps", "2", "--no-progress"]) == 0
     assert load_checkpoint(tmp_path / "runs" / "tiny" / "gpt.pt")[1]["steps"] == 2

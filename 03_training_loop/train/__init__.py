@@ -1,0 +1,50 @@
+# GENERATED from solutions/train/__init__.py by `course stubs --write`.
+# Nothing to write here: given code of stage 03 (03_training_loop/03_training_loop.ipynb).
+"""Stage 03: the training loop — optimisers, schedules, clipping, checkpoints, data parallel.
+
+Part 1 on the stage-01 NumPy engine, Part 2 in PyTorch on the course's GPT. The files, in
+exercise order:
+
+    optim.py        SGD with momentum, AdamW                           3.1, 3.2
+    schedule.py     lr_schedule: linear warmup, cosine decay            3.3
+    clip.py         clip_grad_norm: clipping by global norm             3.4
+    mlp_lm.py       sample_contexts, MLPLanguageModel (+ a torch twin)  3.5
+    engine_loop.py  evaluate_mlp_lm, train_mlp_lm                       3.6
+    data.py         get_batch (+ load_tokens)                           3.7
+    guard.py        NonFiniteLossError, check_finite                    3.8
+    step.py         train_step with gradient accumulation               3.9
+    evaluation.py   evaluate: loss and bits per byte                    3.10
+    checkpoint.py   save_training_state, load_training_state            3.11
+    distributed.py  setup_distributed, shard_batch, all_reduce_mean     3.12
+  given:
+    arguments.py    check_positive          config.py   TrainConfig, PRESETS
+    loop.py         make_optimizer, train   sampling.py pick_next, generate, sample_gpt, ...
+    plot.py         plot_history            cli.py      main: python -m solutions.train
+    demo.py         demo                    omp_env.py, __main__.py: the command line's start
+
+    python -m solutions.train --preset tiny         # writes out/tiny/gpt.pt (a run folder)
+    torchrun --standalone --nproc_per_node 2 -m solutions.train --preset tiny --data DIR
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, replace  # noqa: F401  (the old module's names: `train.asdict`)
+
+from . import omp_env  # noqa: F401  (first: the command line's setting, before torch loads)
+from .optim import SGD, AdamW
+from .schedule import lr_schedule
+from .clip import clip_grad_norm
+from .mlp_lm import MLPLanguageModel, TorchMLPLanguageModel, sample_contexts
+from .engine_loop import evaluate_mlp_lm, train_mlp_lm
+from .data import get_batch, load_tokens
+from .guard import NonFiniteLossError, check_finite
+from .step import grad_sync, lm_loss, train_step
+from .evaluation import LN2, evaluate
+from .checkpoint import TRAINING_STATE_KEYS, load_training_state, save_training_state, unwrap
+from .distributed import all_reduce_mean, setup_distributed, shard_batch
+from .config import PRESETS, TrainConfig
+from .loop import HISTORY_KEYS, make_optimizer, train
+from .sampling import generate, pick_next, sample_gpt, sample_mlp_lm
+from .plot import plot_history
+from .cli import CORPUS_DIR, REPO, RUNS_DIR, corpus_splits, describe_split, main
+from .demo import demo

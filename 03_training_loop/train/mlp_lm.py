@@ -1,0 +1,104 @@
+# GENERATED from solutions/train/mlp_lm.py by `course stubs --write`: fill in the bodies that raise NotImplementedError.
+# The lesson is 03_training_loop/03_training_loop.ipynb. Exercises in this file (line of each hole, then the commands):
+#   3.5 Byte-level MLP language model: lines 36, 74; `course check 3.5`, `course hint 3.5`
+"""A byte-level MLP language model on the stage-01 engine (Bengio et al., 2003), its batches,
+and its PyTorch twin (an oracle, and the other side of bench.py's comparison)."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torch import nn
+
+from solutions.autograd import Linear, Module, Tensor
+from solutions.checks import check_ints
+from solutions.tokenizer import VOCAB_SIZE
+
+
+def sample_contexts(tokens: np.ndarray, batch_size: int, context: int,
+                    rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """`batch_size` random (context, next token) pairs from a token stream: (X, Y).
+
+    tokens: (N,) integer ids. For offsets s drawn with ONE call `rng.integers(0, N - context,
+    size=batch_size)` (every s in 0 .. N-context-1 equally likely, none past the end; the
+    generator alone decides, so the same seed gives the same batch): X (batch_size, context)
+    int64 with X[i] = tokens[s_i : s_i+context], and Y (batch_size,) int64 with
+    Y[i] = tokens[s_i+context]. `tokens` is not modified.
+    ValueError: batch_size or context not an int >= 1; tokens not a 1-D integer array;
+    fewer than context + 1 tokens.
+    """
+    check_ints(1, batch_size=batch_size, context=context)
+    tokens = np.asarray(tokens)
+    if tokens.ndim != 1 or tokens.dtype.kind not in "iu":
+        raise ValueError(f"tokens must be a 1-D integer stream, got shape {tokens.shape}, dtype {tokens.dtype}")
+    if len(tokens) < context + 1:
+        raise ValueError(f"a stream of {len(tokens)} tokens is too short for a context of {context} + 1")
+    raise NotImplementedError('Exercise 3.5: Byte-level MLP language model — see 03_training_loop.ipynb')
+
+
+class MLPLanguageModel(Module):
+    """The previous `context` tokens predict the next: an engine Module.
+
+        idx (B, context) -> embedding rows (B, context, embed_dim) -> concatenated in window
+        order (B, context * embed_dim) -> tanh(hidden) (B, hidden) -> out (B, vocab_size) logits
+
+    Attributes: `embedding`, a (vocab_size, embed_dim) float32 Tensor (a learned table);
+    `hidden` and `out`, stage-01 Linear layers ((in, out) weights); `context`, `vocab_size`. Initialised from
+    `rng` (a Generator, seed or None), so the same seed gives the same model.
+    ValueError: context, embed_dim, hidden or vocab_size not an int >= 1.
+    """
+
+    def __init__(self, context: int = 8, embed_dim: int = 16, hidden: int = 256,
+                 vocab_size: int = VOCAB_SIZE, *, rng: np.random.Generator | int | None = 0) -> None:
+        check_ints(1, context=context, embed_dim=embed_dim, hidden=hidden, vocab_size=vocab_size)
+        rng = np.random.default_rng(rng)
+        self.context, self.vocab_size = context, vocab_size
+        self.embedding = Tensor(rng.normal(0.0, 1.0, (vocab_size, embed_dim)).astype(np.float32),
+                                requires_grad=True)
+        self.hidden = Linear(context * embed_dim, hidden, rng=rng)
+        self.out = Linear(hidden, vocab_size, rng=rng)
+
+    def forward(self, idx: np.ndarray) -> Tensor:
+        """idx: (B, context) integer ids -> (B, vocab_size) logits Tensor, in the engine's graph.
+
+        Equal to `TorchMLPLanguageModel.from_engine(self)` (float32, 1e-5), gradients included:
+        a token used twice in a window adds up both gradients in its embedding row.
+        ValueError: idx not integers of shape (B, context); an id outside [0, vocab_size).
+        """
+        idx = np.asarray(idx)
+        if idx.ndim != 2 or idx.shape[1] != self.context or idx.dtype.kind not in "iu":
+            raise ValueError(f"idx must be integer ids of shape (batch, {self.context}), "
+                             f"got shape {idx.shape}, dtype {idx.dtype}")
+        if idx.size and (idx.min() < 0 or idx.max() >= self.vocab_size):
+            raise ValueError(f"token ids must be in [0, {self.vocab_size}), got {idx.min()}..{idx.max()}")
+        raise NotImplementedError('Exercise 3.5: Byte-level MLP language model — see 03_training_loop.ipynb')
+
+
+class TorchMLPLanguageModel(nn.Module):
+    """The same MLP language model in PyTorch (for the speed comparison and as an oracle).
+
+    `from_engine(model)` copies an engine model's weights, so both compute the same
+    function; the engine's Linear weight is (in, out), PyTorch's is its transpose.
+    """
+
+    def __init__(self, context: int = 8, embed_dim: int = 16, hidden: int = 256, vocab_size: int = VOCAB_SIZE):
+        super().__init__()
+        self.context = context
+        self.embedding = nn.Embedding(vocab_size, embed_dim)
+        self.hidden = nn.Linear(context * embed_dim, hidden)
+        self.out = nn.Linear(hidden, vocab_size)
+
+    @classmethod
+    def from_engine(cls, model: MLPLanguageModel) -> "TorchMLPLanguageModel":
+        vocab, embed = model.embedding.shape
+        twin = cls(model.context, embed, model.hidden.weight.shape[1], vocab)
+        with torch.no_grad():
+            twin.embedding.weight.copy_(torch.from_numpy(model.embedding.data))
+            for ours, theirs in ((model.hidden, twin.hidden), (model.out, twin.out)):
+                theirs.weight.copy_(torch.from_numpy(ours.weight.data.T))
+                theirs.bias.copy_(torch.from_numpy(ours.bias.data))
+        return twin
+
+    def forward(self, idx: torch.Tensor) -> torch.Tensor:
+        x = self.embedding(idx).flatten(1)
+        return self.out(torch.tanh(self.hidden(x)))

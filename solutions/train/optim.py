@@ -1,0 +1,106 @@
+"""Optimisers on the stage-01 engine, as `torch.optim` does them: SGD with momentum, AdamW."""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+import numpy as np
+
+from solutions.autograd import SGD as PlainSGD, Tensor
+
+
+class SGD(PlainSGD):
+    """Stage 01's SGD (params, `lr` read at each step, zero_grad) plus momentum and L2 decay.
+
+    ValueError unless 0 <= momentum < 1 and weight_decay >= 0. `velocity[i]`, zeros shaped
+    like `params[i].data` at first, is parameter i's running velocity.
+    """
+
+    def __init__(self, params: Iterable[Tensor], lr: float, momentum: float = 0.0,
+                 weight_decay: float = 0.0) -> None:
+        super().__init__(params, lr)
+        if not 0.0 <= momentum < 1.0:
+            raise ValueError(f"momentum must be in [0, 1), got {momentum}")
+        if weight_decay < 0:
+            raise ValueError(f"weight_decay must be >= 0, got {weight_decay}")
+        self.momentum, self.weight_decay = float(momentum), float(weight_decay)
+        self.velocity = [np.zeros_like(p.data) for p in self.params]
+
+    def step(self) -> None:
+        """One in-place update of each parameter with a gradient; `torch.optim.SGD`'s, to 1e-10.
+
+        g = grad + weight_decay * p;  v = momentum * v + g;  p = p - lr * v  (the first v is g).
+        Skips a parameter whose grad is None (data, velocity unchanged); grads stay unmodified.
+        """
+        # BEGIN SOLUTION 3.1
+        # HINT: Keep one velocity array per parameter (self.velocity) and update it in place,
+        #   so it carries over from step to step.
+        # HINT: Per parameter with a gradient: add the decay to the gradient (g = grad +
+        #   weight_decay * data), then v = momentum * v + g, then data -= lr * v.
+        for p, v in zip(self.params, self.velocity):
+            if p.grad is None:
+                continue
+            g = p.grad + self.weight_decay * p.data if self.weight_decay else p.grad
+            v *= self.momentum
+            v += g
+            p.data -= self.lr * v
+        # END SOLUTION
+
+
+class AdamW(PlainSGD):
+    """Adam with decoupled weight decay (Loshchilov & Hutter), as `torch.optim.AdamW` does it.
+
+    Shares stage 01's optimiser interface (params, mutable `lr`, zero_grad). ValueError
+    unless `betas` is two numbers in [0, 1), eps > 0 and weight_decay >= 0. State: `t`, the
+    number of steps taken (0 at first), and `m[i]`, `v[i]`, zeros shaped like
+    `params[i].data` at first: parameter i's running mean of gradients and of squared
+    gradients.
+    """
+
+    def __init__(self, params: Iterable[Tensor], lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
+                 eps: float = 1e-8, weight_decay: float = 0.01) -> None:
+        super().__init__(params, lr)
+        if len(betas) != 2 or not all(0.0 <= b < 1.0 for b in betas):
+            raise ValueError(f"betas must be two numbers in [0, 1), got {betas}")
+        if eps <= 0 or weight_decay < 0:
+            raise ValueError(f"eps must be > 0 and weight_decay >= 0, got eps={eps}, weight_decay={weight_decay}")
+        self.betas = (float(betas[0]), float(betas[1]))
+        self.eps, self.weight_decay = float(eps), float(weight_decay)
+        self.t = 0  # steps taken
+        self.m = [np.zeros_like(p.data) for p in self.params]
+        self.v = [np.zeros_like(p.data) for p in self.params]
+
+    def step(self) -> None:
+        """One in-place update of each parameter with a gradient; `torch.optim.AdamW`'s, to 1e-10.
+
+        Step t = 1, 2, ... (`self.t` counts every call), per parameter with gradient g:
+
+            p = p * (1 - lr * weight_decay)            decoupled decay: the weights, not g
+            m = beta1 * m + (1 - beta1) * g
+            v = beta2 * v + (1 - beta2) * g * g
+            p = p - lr * (m / (1 - beta1**t)) / (sqrt(v / (1 - beta2**t)) + eps)
+
+        The bias corrections make the first step move every weight by about lr, whatever the
+        gradient's scale. A parameter whose grad is None is skipped entirely (no decay either;
+        its m and v unchanged). Grads are not modified; `self.lr` is read at each step.
+        """
+        # BEGIN SOLUTION 3.2
+        # HINT: Count the step first (self.t += 1): both bias corrections 1 - beta**t use it.
+        # HINT: Decay the weights directly (p.data *= 1 - lr * weight_decay) before the Adam
+        #   update; the decay never enters m or v.
+        # HINT: Update m and v in place, then divide each by its correction only in the step:
+        #   p.data -= lr * (m / c1) / (sqrt(v / c2) + eps). The stored m and v stay uncorrected.
+        self.t += 1
+        beta1, beta2 = self.betas
+        correction1, correction2 = 1 - beta1**self.t, 1 - beta2**self.t
+        for p, m, v in zip(self.params, self.m, self.v):
+            if p.grad is None:
+                continue
+            g = p.grad
+            p.data *= 1 - self.lr * self.weight_decay
+            m *= beta1
+            m += (1 - beta1) * g
+            v *= beta2
+            v += (1 - beta2) * g * g
+            p.data -= self.lr * (m / correction1) / (np.sqrt(v / correction2) + self.eps)
+        # END SOLUTION
