@@ -1,5 +1,5 @@
 """Tests of stage 07's given code (not graded): the 413 limit, OpenAI-shaped 404/405,
-the API key, `blocks_needed`, and the command line's bad arguments."""
+the API key, `request_blocks`, and the command line's bad arguments."""
 
 from __future__ import annotations
 
@@ -48,12 +48,12 @@ def test_api_key_required_when_set(start, kit):
 
 
 @pytest.mark.given
-def test_blocks_needed_shares_full_prompt_blocks():
-    assert srv.blocks_needed(16, 16, 1, 16) == 2
-    assert srv.blocks_needed(17, 15, 1, 16) == 2
-    assert srv.blocks_needed(17, 16, 1, 16) == 3
+def test_request_blocks_shares_full_prompt_blocks():
+    assert srv.request_blocks(16, 16, 1, 16) == 2
+    assert srv.request_blocks(17, 15, 1, 16) == 2
+    assert srv.request_blocks(17, 16, 1, 16) == 3
     # n = 3: the one full prompt block is shared; each sequence owns the rest
-    assert srv.blocks_needed(20, 20, 3, 16) == 1 + 3 * 2
+    assert srv.request_blocks(20, 20, 3, 16) == 1 + 3 * 2
 
 
 @pytest.mark.given

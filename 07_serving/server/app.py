@@ -1,0 +1,283 @@
+# GENERATED from solutions/server/app.py by `course stubs --write`.
+# Nothing to write here: given code of stage 07 (07_serving/07_serving.ipynb).
+"""The HTTP side (given code): the handlers, OpenAI's response shapes, the FastAPI app."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hmac
+import json
+import logging
+import uuid
+from typing import AsyncIterator
+
+from fastapi import FastAPI, Request as HTTPRequest
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+from prometheus_client import CONTENT_TYPE_LATEST
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from solutions.batching import ContinuousBatching, Engine
+from solutions.gpt import GPT
+from solutions.paged import PagedEngine
+from solutions.tokenizer import ByteTokenizer
+
+from .disconnect import stream_closed, until_disconnected
+from .engine_loop import Job
+from .protocol import APIError, bad
+from .state import ServerConfig, ServerState
+from .streaming import TokenStream, sse
+from .validation import parse_request
+
+log = logging.getLogger("course.server")
+
+
+def _chunk(job: Job, choices: list[dict], usage: dict | None = None) -> dict:
+    obj = "text_completion" if job.gen.kind == "completion" else "chat.completion.chunk"
+    out = {"id": job.id, "object": obj, "created": job.created, "model": job.gen.model, "choices": choices}
+    if usage is not None:
+        out["usage"] = usage
+    return out
+
+
+def _choice(job: Job, index: int, text: str | None, finish: str | None, *, role: bool = False) -> dict:
+    if job.gen.kind == "completion":
+        return {"index": index, "text": text or "", "logprobs": None, "finish_reason": finish}
+    delta: dict = {"role": "assistant", "content": ""} if role else {}
+    if text:
+        delta["content"] = text
+    return {"index": index, "delta": delta, "logprobs": None, "finish_reason": finish}
+
+
+def _usage(prompt: int, completion: int) -> dict:
+    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+
+
+async def _stream_events(state: ServerState, job: Job, first: list[tuple]) -> AsyncIterator[bytes]:
+    """The SSE body of a streaming job: `first` (already received), then events until
+    every choice has finished; an error becomes an event, then [DONE]. If the client goes
+    away, Starlette cancels this generator: the `finally` aborts the job."""
+    g = job.gen
+    finished: dict[int, tuple[int, int]] = {}
+    roles_sent: set[int] = set()
+    events = first
+    try:
+        while True:
+            for ev in events:
+                if ev[0] == "error":
+                    yield sse(ev[1].body())
+                    yield sse("[DONE]")
+                    return
+                index = ev[1]
+                if g.kind == "chat" and index not in roles_sent:
+                    roles_sent.add(index)
+                    yield sse(_chunk(job, [_choice(job, index, None, None, role=True)]))
+                if ev[0] == "delta":
+                    yield sse(_chunk(job, [_choice(job, index, ev[2], None)]))
+                else:
+                    finished[index] = (ev[3], ev[4])
+                    yield sse(_chunk(job, [_choice(job, index, None, ev[2])]))
+            if len(finished) == g.n:
+                if g.include_usage:
+                    prompt = next(iter(finished.values()))[0]
+                    yield sse(_chunk(job, [], _usage(prompt, sum(c for _, c in finished.values()))))
+                yield sse("[DONE]")
+                return
+            events = await job.stream.get_batch()
+    finally:
+        try:
+            stream_closed(state, job, len(finished))
+        finally:
+            state.jobs.pop(job.id, None)
+
+
+async def _next_events(job: Job, gone: asyncio.Future) -> list[tuple] | None:
+    """The job's next events, or None if its client went away first (`gone` finished; a
+    watcher that failed is an error, raised here, not a departure)."""
+    get = asyncio.ensure_future(job.stream.get_batch())
+    await asyncio.wait({get, gone}, return_when=asyncio.FIRST_COMPLETED)
+    if get.done():
+        return get.result()
+    get.cancel()
+    gone.result()
+    return None
+
+
+async def _generate(request: HTTPRequest, state: ServerState, kind: str) -> Response:
+    raw = await _read_body(request, state.config.max_body_bytes)
+    try:
+        body = json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise bad(f"the request body is not valid JSON: {e}", code="invalid_json") from None
+    gen = parse_request(body, kind, state.limits, state.tokenizer)
+    ticket = state.admission.admit(len(gen.prompt_ids), gen.max_tokens, gen.n)
+    prefix = "cmpl" if kind == "completion" else "chatcmpl"
+    job = Job(f"{prefix}-{uuid.uuid4().hex[:24]}", gen, TokenStream(asyncio.get_running_loop()), ticket,
+              arrival=state.engine.clock())
+    state.jobs[job.id] = job
+    state.loop.submit(("add", job))
+    streaming = False
+    gone = asyncio.ensure_future(until_disconnected(request))
+    try:
+        first = await _next_events(job, gone)
+        if first is None:  # the client left before anything came back
+            state.abort(job, "disconnect")
+            return Response(status_code=499)
+        if first[0][0] == "error":  # nothing was sent yet: a real HTTP status
+            return first[0][1].response()
+        if gen.stream:
+            streaming = True
+            return StreamingResponse(_stream_events(state, job, first), media_type="text/event-stream",
+                                     headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+        return await _collect(state, job, first, gone)
+    except BaseException:  # no answer will be given (an error, a cancelled handler): stop the job
+        state.abort(job, "error")
+        raise
+    finally:
+        gone.cancel()  # a stream's disconnects are Starlette's to see from here on
+        if not streaming:
+            state.jobs.pop(job.id, None)
+
+
+async def _collect(state: ServerState, job: Job, events: list[tuple], gone: asyncio.Future) -> Response:
+    """A non-streaming answer: gather every choice's text, racing the client's departure."""
+    g = job.gen
+    texts = [""] * g.n
+    finished: dict[int, tuple[str, int, int]] = {}
+    while True:
+        for ev in events:
+            if ev[0] == "error":
+                return ev[1].response()
+            if ev[0] == "delta":
+                texts[ev[1]] += ev[2]
+            else:
+                finished[ev[1]] = (ev[2], ev[3], ev[4])
+        if len(finished) == g.n:
+            break
+        events = await _next_events(job, gone)
+        if events is None:
+            state.abort(job, "disconnect")
+            return Response(status_code=499)
+    prompt = next(iter(finished.values()))[1]
+    usage = _usage(prompt, sum(c for _, _, c in finished.values()))
+    if g.kind == "completion":
+        choices = [{"index": i, "text": texts[i], "logprobs": None, "finish_reason": finished[i][0]}
+                   for i in range(g.n)]
+        obj = "text_completion"
+    else:
+        choices = [{"index": i, "message": {"role": "assistant", "content": texts[i]}, "logprobs": None,
+                    "finish_reason": finished[i][0]} for i in range(g.n)]
+        obj = "chat.completion"
+    return JSONResponse({"id": job.id, "object": obj, "created": job.created, "model": g.model,
+                         "choices": choices, "usage": usage})
+
+
+async def _read_body(request: HTTPRequest, limit: int) -> bytes:
+    """The body, refused with 413 as soon as it is known to exceed `limit` bytes."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise APIError(413, f"the request body is {declared} bytes; the limit is {limit}",
+                       code="request_too_large")
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise APIError(413, f"the request body exceeds the limit of {limit} bytes", code="request_too_large")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+async def _guarded(request: HTTPRequest, state: ServerState, kind: str) -> Response:
+    """`_generate`, with any unexpected exception answered as an OpenAI-shaped 500."""
+    try:
+        return await _generate(request, state, kind)
+    except APIError:
+        raise
+    except Exception as e:
+        log.exception("handler error")
+        return APIError(500, f"internal error: {type(e).__name__}: {e}", type="internal_error").response()
+
+
+class _BearerAuth:
+    """ASGI middleware: every /v1/* request must carry `Authorization: Bearer <key>`
+    (a plain ASGI wrapper, so streaming and disconnects pass through untouched)."""
+
+    def __init__(self, app, key: str):
+        self.app, self.expected = app, f"Bearer {key}".encode()
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] == "http" and scope["path"].startswith("/v1/"):
+            given = dict(scope["headers"]).get(b"authorization", b"")
+            if not hmac.compare_digest(given, self.expected):
+                response = APIError(401, "Incorrect or missing API key: send 'Authorization: Bearer <key>'",
+                                    code="invalid_api_key").response()
+                await response(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+def build_app(engine: Engine, tokenizer: ByteTokenizer | None = None, config: ServerConfig | None = None) -> FastAPI:
+    """The FastAPI app over `engine`; the engine thread starts and stops with the app's
+    lifespan. `app.state.course` is the ServerState."""
+    config = config or ServerConfig()
+    state = ServerState(engine, tokenizer or ByteTokenizer(), config)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI):
+        state.loop.start()
+        try:
+            yield
+        finally:
+            state.close()
+
+    app = FastAPI(title="AI Engineering from Scratch — stage 07 server", lifespan=lifespan,
+                  docs_url=None, redoc_url=None, openapi_url=None)
+    app.state.course = state
+
+    @app.exception_handler(APIError)
+    async def _api_error(request, exc: APIError):
+        return exc.response()
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(request, exc: StarletteHTTPException):
+        kind = {404: "not_found_error", 405: "invalid_request_error"}.get(exc.status_code, "invalid_request_error")
+        return APIError(exc.status_code, f"{request.method} {request.url.path}: {exc.detail}", type=kind).response()
+
+    if config.api_key is not None:
+        app.add_middleware(_BearerAuth, key=config.api_key)
+
+    @app.post("/v1/completions")
+    async def completions(request: HTTPRequest):
+        return await _guarded(request, state, "completion")
+
+    @app.post("/v1/chat/completions")
+    async def chat_completions(request: HTTPRequest):
+        return await _guarded(request, state, "chat")
+
+    @app.get("/v1/models")
+    async def models():
+        return {"object": "list", "data": [{"id": state.config.model_name, "object": "model", "created": 0,
+                                            "owned_by": "ai-engineering-from-scratch",
+                                            "max_model_len": state.limits.context}]}
+
+    @app.get("/health")
+    async def health():
+        status = "draining" if state.admission.draining else "ok"
+        return JSONResponse({"status": status, **state.loop.stats, "in_flight": len(state.jobs),
+                             "reserved_blocks": state.admission.reserved_blocks,
+                             "admitted": state.admission.admitted, "rejected": state.admission.rejected},
+                            status_code=200 if status == "ok" else 503)
+
+    @app.get("/metrics")
+    async def metrics():
+        return Response(state.metrics.exposition(), media_type=CONTENT_TYPE_LATEST)
+
+    return app
+
+
+def make_engine(model: GPT, *, max_batch_size: int = 16, max_tokens_per_step: int | None = 256,
+                block_size: int = 16, num_blocks: int | None = None) -> Engine:
+    """The engine the server runs: stage 06's PagedEngine (paged KV blocks, prefix caching,
+    copy-on-write forks for n > 1) over stage 05's continuous batching with chunked prefill."""
+    scheduler = ContinuousBatching(max_batch_size, max_tokens_per_step=max_tokens_per_step)
+    return PagedEngine(model, scheduler, block_size=block_size, num_blocks=num_blocks)

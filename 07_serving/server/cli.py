@@ -1,0 +1,102 @@
+# GENERATED from solutions/server/cli.py by `course stubs --write`.
+# Nothing to write here: given code of stage 07 (07_serving/07_serving.ipynb).
+"""The command line (given code): `python -m solutions.server`, on loopback until SIGINT/SIGTERM."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+
+import torch
+import uvicorn
+
+from solutions.gpt import GPT, load_checkpoint, load_default
+from solutions.tokenizer import ByteTokenizer
+
+from .app import build_app, make_engine
+from .shutdown import CourseServer
+from .state import ServerConfig
+
+
+def _load_model(spec: str) -> GPT:
+    if spec == "default":
+        return load_default()[0]
+    path = Path(spec)
+    if not path.is_file():
+        raise ValueError(f"--model must be 'default' or a checkpoint file, got {spec!r} (no such file)")
+    try:
+        return load_checkpoint(path)[0]
+    except Exception as e:
+        raise ValueError(f"--model {spec}: not a checkpoint written by solutions.gpt.save_checkpoint ({e})") from None
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m solutions.server`: serve a model on loopback until SIGINT/SIGTERM."""
+    p = argparse.ArgumentParser(prog="python -m solutions.server", description="An OpenAI-compatible server "
+                                "over the course's engine.")
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default: loopback only)")
+    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--model", default="default", help="'default' or a checkpoint path")
+    p.add_argument("--api-key", default=None, help="require 'Authorization: Bearer KEY' on /v1/*")
+    p.add_argument("--request-log", default=None, metavar="FILE", help="append one JSON line per request")
+    p.add_argument("--max-batch-size", type=int, default=16)
+    p.add_argument("--num-blocks", type=int, default=None, help="KV blocks of 16 tokens (default: batch x context)")
+    p.add_argument("--max-queue-tokens", type=int, default=None,
+                   help="admission: tokens that may wait beyond the KV memory (default: as many as it holds)")
+    p.add_argument("--no-admission", action="store_true", help="admit everything (for comparison)")
+    p.add_argument("--first-token-timeout", type=float, default=None, metavar="S")
+    p.add_argument("--timeout", type=float, default=None, metavar="S")
+    p.add_argument("--grace", type=float, default=10.0, metavar="S", help="shutdown grace period")
+    p.add_argument("--threads", type=int, default=1, help="torch threads for the engine")
+    args = p.parse_args(argv)
+    try:
+        if not 0 <= args.port <= 65535:
+            raise ValueError(f"--port must be in 0..65535, got {args.port}")
+        if args.num_blocks is not None and args.num_blocks < 1:
+            raise ValueError(f"--num-blocks must be >= 1, got {args.num_blocks}")
+        for name in ("max_batch_size", "threads"):
+            if getattr(args, name) < 1:
+                raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
+        for name in ("first_token_timeout", "timeout"):
+            v = getattr(args, name)
+            if v is not None and not v > 0:
+                raise ValueError(f"--{name.replace('_', '-')} must be > 0 seconds, got {v}")
+        if args.max_queue_tokens is not None and args.max_queue_tokens < 0:
+            raise ValueError(f"--max-queue-tokens must be >= 0, got {args.max_queue_tokens}")
+        if args.grace < 0:
+            raise ValueError(f"--grace must be >= 0, got {args.grace}")
+        if args.api_key is not None and not args.api_key.strip():
+            raise ValueError("--api-key must not be empty")
+        if args.request_log is not None and Path(args.request_log).is_dir():
+            raise ValueError(f"--request-log {args.request_log} is a folder")
+        model = _load_model(args.model)
+    except (ValueError, FileNotFoundError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    torch.set_num_threads(args.threads)
+    # The engine thread and the event loop share one interpreter lock; by default a thread
+    # waiting for it may wait 5 ms, a whole decode step here. Hand it over more often.
+    sys.setswitchinterval(0.0005)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    config = ServerConfig(api_key=args.api_key, max_queue_tokens=args.max_queue_tokens,
+                          first_token_timeout_s=args.first_token_timeout, timeout_s=args.timeout,
+                          shutdown_grace_s=args.grace, request_log=args.request_log, admission=not args.no_admission)
+    try:
+        engine = make_engine(model, max_batch_size=args.max_batch_size, num_blocks=args.num_blocks)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    app = build_app(engine, ByteTokenizer(), config)
+    server = CourseServer(uvicorn.Config(app, host=args.host, port=args.port, log_level="info", access_log=False),
+                          app.state.course, args.grace)
+    try:
+        server.run()
+    except OSError as e:
+        print(f"error: cannot serve on {args.host}:{args.port}: {e}", file=sys.stderr)
+        return 2
+    if server.drained:
+        print(f"aborted {server.drained} request(s) still running after the {args.grace:g} s grace period",
+              file=sys.stderr)
+    return 0

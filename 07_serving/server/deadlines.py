@@ -1,0 +1,29 @@
+# GENERATED from solutions/server/deadlines.py by `course stubs --write`: fill in the bodies that raise NotImplementedError.
+# The lesson is 07_serving/07_serving.ipynb. Exercises in this file (line of each hole, then the commands):
+#   7.3 Deadlines: first token and total: line 23; `course check 7.3`, `course hint 7.3`
+"""7.3 Deadlines: a request past its first-token or total deadline is aborted and told (504)."""
+
+from __future__ import annotations
+
+from solutions.batching import Request
+
+from .protocol import APIError
+
+
+def deadline_reason(request: Request, now: float, *, first_token_s: float | None,
+                    total_s: float | None) -> str | None:
+    """Whether an unfinished engine request is past a deadline at time `now` (seconds,
+    the engine's clock), measured from `request.arrival`: "first_token" when it has no
+    output token yet and more than `first_token_s` have passed (this one wins when both
+    apply), "total" when more than `total_s` have passed; None when it may go on.
+    Exactly at a deadline is not past it; a deadline of None never expires; a finished
+    request (or one without an arrival) is never late. Changes nothing. (The engine loop
+    aborts a late request, its blocks freed at once, and tells the client: a 504, or a
+    last stream event, `deadline_error`.)"""
+    raise NotImplementedError('Exercise 7.3: Deadlines: first token and total — see 07_serving.ipynb')
+
+
+def deadline_error(reason: str, limit_s: float) -> APIError:
+    """What the client of a request past its deadline is told (504, code "deadline_<reason>")."""
+    return APIError(504, f"the request passed its {reason.replace('_', ' ')} deadline of {limit_s:g} s and was "
+                         "aborted", type="timeout_error", code=f"deadline_{reason}")

@@ -1,0 +1,77 @@
+# GENERATED from solutions/server/demo.py by `course stubs --write`.
+# Nothing to write here: given code of stage 07 (07_serving/07_serving.ipynb).
+"""The stage's demo (given code): `course demo 07`."""
+
+from __future__ import annotations
+
+import sys
+import time
+
+from solutions.gpt import on_one_thread
+from solutions.tokenizer import ByteTokenizer
+
+from .app import make_engine
+from .protocol import MODEL_NAME
+from .serve import serve_in_thread
+from .state import ServerConfig
+
+
+@on_one_thread
+def demo() -> None:
+    """Start the server on an ephemeral loopback port, send concurrent streaming requests
+    with the unmodified `openai` client (sampled, seeded: temperature 0.8, top_p 0.95),
+    print the answers and a metrics excerpt, stop."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import openai
+
+    from solutions.batching import default_model
+
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(0.0005)  # as the CLI does: the engine thread and the event loop share the GIL
+    try:
+        model, what = default_model()
+        handle = serve_in_thread(make_engine(model, max_batch_size=8), ByteTokenizer(), ServerConfig())
+        print(f"serving {what} at {handle.url}/v1 (OpenAI-compatible; 1 torch thread)")
+        client = openai.OpenAI(base_url=f"{handle.url}/v1", api_key="demo", max_retries=0, timeout=30)
+        prompts = ["def fibonacci(n):\n    ", "import os\n", "class Stack:\n    def push(self, item):\n        ",
+                   "for i in range(10):\n    ", "# Return the sum of a list\n", "with open(path) as f:\n    "]
+
+        def ask(prompt: str) -> tuple[str, float, int]:
+            t0 = time.perf_counter()
+            ttft, text = None, ""
+            stream = client.completions.create(model=MODEL_NAME, prompt=prompt, max_tokens=48, temperature=0.8,
+                                               top_p=0.95, seed=prompts.index(prompt), stream=True,
+                                               stream_options={"include_usage": True})
+            usage = None
+            for chunk in stream:
+                if chunk.choices and chunk.choices[0].text:
+                    ttft = ttft or time.perf_counter() - t0
+                    text += chunk.choices[0].text
+                if chunk.usage is not None:
+                    usage = chunk.usage.completion_tokens
+            return text, ttft or float("nan"), usage
+
+        t0 = time.perf_counter()
+        with ThreadPoolExecutor(len(prompts)) as pool:
+            answers = list(pool.map(ask, prompts))
+        wall = time.perf_counter() - t0
+        for prompt, (text, ttft, n) in zip(prompts, answers):
+            print(f"--- {prompt!r} -> {n} tokens, first after {ttft * 1e3:.0f} ms\n{prompt}{text}")
+        chat = client.chat.completions.create(model=MODEL_NAME, messages=[{"role": "user", "content": "Hello"}],
+                                              max_tokens=24, temperature=0.8, seed=0)
+        print(f"--- chat: {chat.choices[0].message.content!r} ({chat.choices[0].finish_reason})")
+        print(f"\n{len(prompts)} concurrent streams in {wall:.2f} s. /metrics excerpt:")
+        import httpx
+
+        text = httpx.get(f"{handle.url}/metrics", timeout=10).text
+        keep = ("vllm:num_requests_running{", "vllm:prompt_tokens_total", "vllm:generation_tokens_total",
+                "vllm:request_success_total", "vllm:time_to_first_token_seconds_count",
+                "vllm:time_to_first_token_seconds_sum", "vllm:kv_cache_usage_perc")
+        for line in text.splitlines():
+            if line.startswith(keep):
+                print("  " + line)
+        handle.stop()
+        print("server stopped")
+    finally:
+        sys.setswitchinterval(switch)

@@ -1,0 +1,45 @@
+# GENERATED from solutions/server/detokenizer.py by `course stubs --write`.
+# Nothing to write here: given code of stage 07 (07_serving/07_serving.ipynb).
+"""Token ids -> text (given code): whole UTF-8 characters, stop strings held back and cut."""
+
+from __future__ import annotations
+
+import codecs
+
+
+class Detokenizer:
+    """Token ids of one sequence -> text deltas (given code).
+
+    Bytes are decoded incrementally: a character's bytes may arrive over several tokens,
+    and nothing is emitted before the character is whole. Stop strings: text that could
+    still be the start of a stop string is held back; when one appears, the text before
+    it is the last delta and the sequence stops (the stop string itself is not returned,
+    as in OpenAI's API).
+    """
+
+    def __init__(self, stop: tuple[str, ...] = ()):
+        self.stop = tuple(stop)
+        self._hold = max((len(s) for s in self.stop), default=1) - 1
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self._pending = ""
+
+    def push(self, token: int) -> tuple[str, bool]:
+        """Add a token; return (text to emit now, whether a stop string ended the sequence)."""
+        if not 0 <= token < 256:
+            return "", False
+        self._pending += self._decoder.decode(bytes([token]))
+        if self.stop:
+            hits = [i for i in (self._pending.find(s) for s in self.stop) if i >= 0]
+            if hits:
+                out, self._pending = self._pending[:min(hits)], ""
+                return out, True
+            keep = min(self._hold, len(self._pending))
+            out, self._pending = self._pending[:len(self._pending) - keep], self._pending[len(self._pending) - keep:]
+            return out, False
+        out, self._pending = self._pending, ""
+        return out, False
+
+    def flush(self) -> str:
+        """The held-back text at the end of the sequence."""
+        out, self._pending = self._pending + self._decoder.decode(b"", final=True), ""
+        return out

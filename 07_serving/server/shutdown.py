@@ -1,0 +1,71 @@
+# GENERATED from solutions/server/shutdown.py by `course stubs --write`: fill in the bodies that raise NotImplementedError.
+# The lesson is 07_serving/07_serving.ipynb. Exercises in this file (line of each hole, then the commands):
+#   7.7 Graceful shutdown: line 34; `course check 7.7`, `course hint 7.7`
+"""7.7 Graceful shutdown: 503 to newcomers, finish or abort what is in flight, then stop."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from typing import TYPE_CHECKING
+
+import uvicorn
+
+from .protocol import APIError
+
+if TYPE_CHECKING:
+    from .state import ServerState
+
+log = logging.getLogger("course.server")
+
+
+async def drain(state: ServerState, grace_s: float, poll_s: float = 0.02) -> int:
+    """Drain `state` before the server stops; return how many jobs had to be aborted.
+    From now on admit nobody (`state.admission.draining = True`: newcomers get 503); let
+    the jobs in flight (`state.jobs`) finish for up to `grace_s` seconds, polling every
+    `poll_s` seconds with `asyncio.sleep` (the event loop keeps serving them meanwhile),
+    and return as soon as none is left (at once when none is in flight: 0). Past the grace
+    period, abort every job still there, telling its client: submit ("abort", job.id,
+    APIError(503, ..., type="service_unavailable_error", code="shutting_down")) to
+    `state.loop` (a 503 answer, or a last stream event); then wait, at most one more
+    second, until their handlers have answered (`state.jobs` empty)."""
+    raise NotImplementedError('Exercise 7.7: Graceful shutdown — see 07_serving.ipynb')
+
+
+class CourseServer(uvicorn.Server):
+    """uvicorn's Server with a graceful drain first (given code): on SIGINT/SIGTERM (or
+    `request_stop`) the app stops admitting, finishes or aborts its jobs
+    (`ServerState.drain`), and only then does uvicorn close its sockets. The process exits
+    0 (uvicorn would re-raise the signal after its own shutdown). `drained`: how many jobs
+    the drain aborted."""
+
+    def __init__(self, config: uvicorn.Config, state: ServerState, grace_s: float):
+        super().__init__(config)
+        self.state, self.grace_s = state, grace_s
+        self.stop_requested = threading.Event()
+        self.drained: int | None = None
+        self._drain_task: asyncio.Task | None = None
+
+    def handle_exit(self, sig, frame) -> None:
+        if self.stop_requested.is_set() and self._drain_task is not None:
+            self.force_exit = True  # a second signal: stop now
+        self.stop_requested.set()
+
+    def request_stop(self) -> None:
+        self.stop_requested.set()
+
+    async def on_tick(self, counter: int) -> bool:
+        if self.stop_requested.is_set() and self._drain_task is None:
+            self._drain_task = asyncio.ensure_future(self.state.drain(self.grace_s))
+        if self._drain_task is not None and self._drain_task.done():
+            try:
+                self.drained = self._drain_task.result()
+            except Exception as e:  # a broken drain must not keep the server up
+                log.error("graceful shutdown failed; stopping anyway", exc_info=e)
+            return True
+        if self.force_exit:
+            return True
+        await super().on_tick(counter)
+        return False

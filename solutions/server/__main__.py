@@ -1,0 +1,7 @@
+"""`python -m solutions.server`: see `cli.main`."""
+
+import sys
+
+from .cli import main
+
+sys.exit(main())

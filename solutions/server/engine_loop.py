@@ -1,0 +1,244 @@
+"""The engine thread (given code): the one thread that touches the engine, fed by commands."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import queue
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from solutions.batching import Engine, Request, SamplingParams
+from solutions.tokenizer import EOT, ByteTokenizer
+
+from .admission import Ticket
+from .deadlines import deadline_error, deadline_reason
+from .detokenizer import Detokenizer
+from .protocol import APIError, GenerationRequest
+from .streaming import TokenStream
+
+if TYPE_CHECKING:
+    from .state import ServerState
+
+log = logging.getLogger("course.server")
+
+
+def engine_stats(engine: Engine, steps: int = 0) -> dict:
+    """A snapshot of the engine between steps, read through its public attributes: what
+    /health and /metrics report (`steps`: the engine steps run so far, counted by the
+    caller). Works for stage 06's PagedEngine (blocks) and stage 05's Engine (cache rows)."""
+    sched = engine.scheduler
+    alloc = getattr(engine, "allocator", None)
+    if alloc is not None:
+        free, total = alloc.num_free_blocks, alloc.num_blocks
+    else:  # stage 05's contiguous cache: count free rows as "blocks"
+        free, total = len(engine.free_slots), sched.max_batch_size
+    usage = engine.kv_usage() if hasattr(engine, "kv_usage") else sched.tokens_held() / sched.max_cache_tokens
+    return {"running": len(sched.running), "waiting": len(sched.waiting), "kv_usage": float(usage),
+            "free_blocks": int(free), "total_blocks": int(total), "tracked_requests": len(engine.requests),
+            "preemptions": int(getattr(engine, "num_preemptions", sum(r.preemptions for r in engine.requests.values()))),
+            "prefix_queries": int(getattr(engine, "prefix_queries", 0)),
+            "prefix_hits": int(getattr(engine, "prefix_hits", 0)), "steps": int(steps)}
+
+
+def forget(engine: Engine, request_id: str) -> None:
+    """Drop a FINISHED request from the engine's bookkeeping (`engine.requests` would
+    otherwise grow for ever: memory must stay flat over a long run)."""
+    engine.forget(request_id)
+
+
+@dataclass
+class Job:
+    """One HTTP request inside the server: its validated request, its n engine sequences,
+    its event stream and its admission ticket."""
+
+    id: str
+    gen: GenerationRequest
+    stream: TokenStream
+    ticket: Ticket
+    arrival: float
+    created: int = field(default_factory=lambda: int(time.time()))
+    seqs: dict[str, _Seq] = field(default_factory=dict)   # engine thread only
+    done: bool = False                                     # engine thread only
+
+
+@dataclass
+class _Seq:
+    job: Job
+    index: int
+    request: Request
+    detok: Detokenizer
+    reason: str | None = None   # the server's finish reason when it ends a sequence itself
+
+
+class EngineLoop:
+    """The one thread that touches the engine (given code).
+
+    HTTP handlers hand it commands through a thread-safe queue: ("add", job) and
+    ("abort", job_id, reason). Between steps it applies them, aborts requests past their
+    deadlines (7.3), runs one `engine.step()`, turns tokens into text and pushes them to
+    each job's TokenStream (7.5), and retires finished sequences: log line and metrics
+    (7.6), `forget` (flat memory), the admission ticket released (7.2).
+    """
+
+    def __init__(self, engine: Engine, tokenizer: ByteTokenizer, state: ServerState):
+        self.engine, self.tokenizer, self.state = engine, tokenizer, state
+        self.commands: queue.SimpleQueue = queue.SimpleQueue()
+        self.jobs: dict[str, Job] = {}
+        self.seqs: dict[str, _Seq] = {}
+        self.steps_run = 0  # engine steps that ran, counted here (the engine's step log is trimmed)
+        self.stats = engine_stats(engine, self.steps_run)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="course-engine", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self._stop.set()
+        self.commands.put(("wake",))
+        self._thread.join(timeout)
+
+    def submit(self, command: tuple) -> None:
+        self.commands.put(command)
+
+    # -- the loop
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self._apply_commands(block=not self.engine.has_unfinished())
+                self._check_deadlines()
+                if self.engine.has_unfinished():
+                    out = self.engine.step()
+                    self.steps_run += bool(out.ran)
+                    self._emit(out)
+                    if not out.ran:
+                        time.sleep(0.001)
+                    if len(self.engine.steps) > 4096:  # keep the engine's step log bounded too
+                        del self.engine.steps[:-1024]
+            except Exception as e:  # a bug must not kill the server: fail what is in flight
+                log.error("engine loop error", exc_info=e)
+                for job in list(self.jobs.values()):
+                    try:
+                        self._fail(job, APIError(500, f"engine error: {type(e).__name__}: {e}",
+                                                 type="internal_error"))
+                    except Exception as e2:
+                        log.error("could not fail job %s", job.id, exc_info=e2)
+                        self.jobs.pop(job.id, None)
+                        job.stream.put(("error", APIError(500, "engine error", type="internal_error")))
+            self.stats = engine_stats(self.engine, self.steps_run)
+            self.state.metrics.update_engine(self.stats)
+
+    def _apply_commands(self, block: bool) -> None:
+        try:
+            command = self.commands.get(timeout=0.05) if block else self.commands.get_nowait()
+        except queue.Empty:
+            return
+        while True:
+            if command[0] == "add":
+                self._add(command[1])
+            elif command[0] == "abort":
+                job = self.jobs.get(command[1])
+                if job is not None:
+                    self._fail(job, command[2])
+            try:
+                command = self.commands.get_nowait()
+            except queue.Empty:
+                return
+
+    def _add(self, job: Job) -> None:
+        g = job.gen
+        sampling = SamplingParams(temperature=g.temperature, top_p=g.top_p, seed=g.seed)
+        try:
+            base = Request(list(g.prompt_ids), g.max_tokens, sampling=sampling, stop=[EOT], request_id=job.id)
+            if g.n > 1 and hasattr(self.engine, "add_forked"):
+                base.arrival = job.arrival
+                requests = self.engine.add_forked(base, g.n)
+            elif g.n > 1:  # stage 05's engine cannot share a prompt: n independent copies
+                requests = []
+                for i in range(g.n):
+                    s = SamplingParams(temperature=g.temperature, top_p=g.top_p,
+                                       seed=None if g.seed is None else g.seed + i)
+                    r = Request(list(g.prompt_ids), g.max_tokens, sampling=s, stop=[EOT], request_id=f"{job.id}-{i}")
+                    requests.append(self.engine.add_request(r, arrival=job.arrival))
+            else:
+                requests = [self.engine.add_request(base, arrival=job.arrival)]
+        except ValueError as e:
+            self._fail(job, APIError(400, str(e)))
+            return
+        self.jobs[job.id] = job
+        for i, r in enumerate(requests):
+            seq = _Seq(job, i, r, Detokenizer(g.stop))
+            job.seqs[r.request_id] = seq
+            self.seqs[r.request_id] = seq
+
+    def _check_deadlines(self) -> None:
+        cfg, now = self.state.config, self.engine.clock()
+        if cfg.first_token_timeout_s is None and cfg.timeout_s is None:
+            return
+        for job in list(self.jobs.values()):
+            for seq in job.seqs.values():
+                why = deadline_reason(seq.request, now, first_token_s=cfg.first_token_timeout_s,
+                                      total_s=cfg.timeout_s)
+                if why is not None:
+                    limit = cfg.first_token_timeout_s if why == "first_token" else cfg.timeout_s
+                    self._fail(job, deadline_error(why, limit))
+                    break
+
+    def _emit(self, out) -> None:
+        for request, token in out.tokens:
+            seq = self.seqs.get(request.request_id)
+            if seq is None:
+                continue
+            text, stopped = seq.detok.push(token)
+            if text:
+                seq.job.stream.put(("delta", seq.index, text))
+            if stopped and not request.finished:
+                seq.reason = "stop"
+                self.engine.abort(request.request_id)
+                self._finish(seq)
+        for request in out.finished:
+            seq = self.seqs.get(request.request_id)
+            if seq is not None:
+                self._finish(seq)
+
+    def _finish(self, seq: _Seq) -> None:
+        """Retire a finished sequence: last text, finish event, log line, metrics."""
+        if self.seqs.pop(seq.request.request_id, None) is None:
+            return
+        job, r = seq.job, seq.request
+        reason = seq.reason or r.finish_reason
+        if reason in ("stop", "length"):
+            rest = seq.detok.flush()
+            if rest:
+                job.stream.put(("delta", seq.index, rest))
+            job.stream.put(("finish", seq.index, reason, len(r.prompt), len(r.output)))
+        self.state.record(r, reason)
+        forget(self.engine, r.request_id)
+        if not any(s.request.request_id in self.seqs for s in job.seqs.values()):
+            self._close(job)
+
+    def _close(self, job: Job) -> None:
+        self.jobs.pop(job.id, None)
+        if not job.done:
+            job.done = True
+            self.state.admission.release(job.ticket)
+            # a handler normally forgets its job itself; this covers one whose client left
+            # before its response even started
+            with contextlib.suppress(RuntimeError):
+                job.stream.loop.call_soon_threadsafe(self.state.jobs.pop, job.id, None)
+
+    def _fail(self, job: Job, error: APIError | str) -> None:
+        """Abort every unfinished sequence of a job; tell its client why (unless the client
+        is gone: reason "disconnect")."""
+        for seq in job.seqs.values():
+            if seq.request.request_id in self.seqs:
+                if not seq.request.finished:
+                    self.engine.abort(seq.request.request_id)
+                seq.reason = "abort"
+                self._finish(seq)
+        if isinstance(error, APIError):
+            job.stream.put(("error", error))
+        self._close(job)

@@ -1,0 +1,62 @@
+"""7.5 The streaming bridge (engine thread -> event loop) and Server-Sent Events framing."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+
+class TokenStream:
+    """One HTTP request's events, carried from the engine thread to its coroutine.
+
+    Events are tuples: ("delta", index, text), ("finish", index, reason, prompt_tokens,
+    completion_tokens), ("error", APIError). The engine thread calls `put`, which must
+    never block; asyncio objects may only be touched from their loop's thread, so `put`
+    goes through `self.loop.call_soon_threadsafe` into `self.queue`, an unbounded
+    asyncio.Queue. The coroutine awaits `get_batch`. Events come out in the order each
+    thread put them, none lost, none twice.
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop):
+        self.loop = loop
+        self.queue: asyncio.Queue = asyncio.Queue()
+
+    def put(self, event: tuple) -> None:
+        """From any thread: queue `event` on the loop without blocking or waiting for it;
+        return at once. A loop that is closed (the server is gone: `call_soon_threadsafe`
+        raises RuntimeError) drops the event silently."""
+        # BEGIN SOLUTION 7.5
+        # HINT: Do not touch `self.queue` from this thread: ask the loop to call
+        #   `self.queue.put_nowait(event)` for you, `self.loop.call_soon_threadsafe(fn, arg)`.
+        # HINT: Wrap that call in try/except RuntimeError (the loop is closed) and drop.
+        try:
+            self.loop.call_soon_threadsafe(self.queue.put_nowait, event)
+        except RuntimeError:  # the event loop is closed
+            pass
+        # END SOLUTION
+
+    async def get_batch(self) -> list[tuple]:
+        """Wait until at least one event is queued; return it with every other event
+        already queued, in order, as one list (a slow reader gets the tokens that piled up
+        as ONE chunk instead of slowing the engine down)."""
+        # BEGIN SOLUTION 7.5
+        # HINT: `await self.queue.get()` for the first event (it waits), then take the rest
+        #   with `get_nowait()` while the queue is not empty; never await for those.
+        events = [await self.queue.get()]
+        while not self.queue.empty():
+            events.append(self.queue.get_nowait())
+        return events
+        # END SOLUTION
+
+
+def sse(data: dict | str) -> bytes:
+    """One Server-Sent Event as OpenAI (and vLLM) frame it, UTF-8 bytes: `data: `, the
+    payload, then a blank line, `\\n\\n` (never CRLF). A str is sent as it is (the stream
+    ends with `sse("[DONE]")`, `data: [DONE]\\n\\n`); a dict as JSON without spaces
+    (`separators=(",", ":")`) and with non-ASCII kept as UTF-8 (`ensure_ascii=False`)."""
+    # BEGIN SOLUTION 7.5
+    # HINT: `json.dumps` the dict (not a str) with the two options above; frame it with an
+    #   f-string and `.encode("utf-8")`.
+    text = data if isinstance(data, str) else json.dumps(data, separators=(",", ":"), ensure_ascii=False)
+    return f"data: {text}\n\n".encode("utf-8")
+    # END SOLUTION
