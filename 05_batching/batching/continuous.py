@@ -1,8 +1,8 @@
 # GENERATED from solutions/batching/continuous.py by `course stubs --write`: fill in the bodies that raise NotImplementedError.
 # The lesson is 05_batching/05_batching.ipynb. Exercises in this file (line of each hole, then the commands):
-#   5.4 Continuous batching: line 33; `course check 5.4`, `course hint 5.4`
-#   5.5 Chunked prefill: a token budget: line 44; `course check 5.5`, `course hint 5.5`
-#   5.6 Preemption and abort: line 59; `course check 5.6`, `course hint 5.6`
+#   5.4 Continuous batching: line 34; `course check 5.4`, `course hint 5.4`
+#   5.5 Chunked prefill: a token budget: line 45; `course check 5.5`, `course hint 5.5`
+#   5.6 Preemption and abort: line 61; `course check 5.6`, `course hint 5.6`
 """ContinuousBatching: iteration-level scheduling, chunked prefill, preemption (5.4–5.6)."""
 
 from __future__ import annotations
@@ -25,10 +25,11 @@ class ContinuousBatching(Scheduler):
     name = "continuous"
 
     def schedule(self, now: float) -> SchedulerOutput:
-        """The next step's plan at time `now`, a new SchedulerOutput. If the running requests
-        do not fit (`tokens_held() > max_cache_tokens`): `preempt`, and admit NOBODY in this
-        step, not even a request that would fit the memory just freed (see `preempt`). Else
-        admit with `admit_fcfs`. Then `out.chunks = plan_chunks()`."""
+        """The next step's plan at time `now`, a new SchedulerOutput. A step preempts or
+        admits, never both: when the running requests do not fit (`tokens_held() >
+        max_cache_tokens`) it preempts as `preempt` does and admits NOBODY, not even a
+        request that would fit the memory just freed (see `preempt`); otherwise it admits as
+        `admit_fcfs` does. `out.chunks` is `plan_chunks()` of the requests running after that."""
         out = SchedulerOutput()
         raise NotImplementedError('Exercise 5.4: Continuous batching — see 05_batching.ipynb')
         return out
@@ -44,11 +45,12 @@ class ContinuousBatching(Scheduler):
         raise NotImplementedError('Exercise 5.5: Chunked prefill: a token budget — see 05_batching.ipynb')
 
     def preempt(self, now: float, out: SchedulerOutput) -> None:
-        """Preempt running requests until `tokens_held() <= max_cache_tokens` (or none runs).
-        Each victim is the running request LAST in queue order (max `order`: lowest priority,
-        then latest arrival): it leaves `running`, moves to PREEMPTED at `now`, and is
-        appended to `out.preempted` (the engine frees its cache, moves it to WAITING and
-        queues it again). Admits nobody.
+        """Preempt as few running requests as it takes: afterwards `tokens_held() <=
+        max_cache_tokens`, or nothing runs. Victims are chosen one at a time, each the
+        running request LAST in queue order at that moment (max `order`: lowest priority,
+        then latest arrival); a victim is no longer in `running`, is PREEMPTED at `now`, and
+        is in `out.preempted`, in the order chosen (the engine frees its cache, moves it to
+        WAITING and queues it again). Admits nobody.
 
         Why nobody is admitted in that step (`schedule`): the running requests outgrew the
         cache (each grows by a token per step). Handing the victim's memory straight to a

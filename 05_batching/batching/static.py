@@ -1,6 +1,6 @@
 # GENERATED from solutions/batching/static.py by `course stubs --write`: fill in the bodies that raise NotImplementedError.
 # The lesson is 05_batching/05_batching.ipynb. Exercises in this file (line of each hole, then the commands):
-#   5.2 Static batching and the ragged step: line 36; `course check 5.2`, `course hint 5.2`
+#   5.2 Static batching and the ragged step: line 37; `course check 5.2`, `course hint 5.2`
 """StaticBatching: request-level batching, the baseline (exercise 5.2)."""
 
 from __future__ import annotations
@@ -27,10 +27,11 @@ class StaticBatching(Scheduler):
     def schedule(self, now: float) -> SchedulerOutput:
         """The next step's plan at time `now`, a new SchedulerOutput.
 
-        Only when `running` is empty and `batch_ready(now)`: admit a batch with `admit_fcfs`
-        (queue order, while `fits`; it fills `out.admitted`). Never preempts. Then
-        `out.chunks` is `plan_chunks()`: every running request with all its pending tokens
-        (empty when nothing runs).
+        A batch starts only when `running` is empty and `batch_ready(now)`: then the waiting
+        requests are admitted as `admit_fcfs` admits them (queue order, while each `fits`;
+        RUNNING at `now`, listed in `out.admitted`); otherwise nobody is admitted. Never
+        preempts. `out.chunks` is `plan_chunks()` of the requests running after that: each
+        with all its pending tokens (empty when nothing runs).
         """
         out = SchedulerOutput()
         raise NotImplementedError('Exercise 5.2: Static batching and the ragged step — see 05_batching.ipynb')

@@ -1,6 +1,6 @@
 # GENERATED from solutions/paged/block_manager.py by `course stubs --write`: fill in the bodies that raise NotImplementedError.
 # The lesson is 06_paged_attention/06_paged_attention.ipynb. Exercises in this file (line of each hole, then the commands):
-#   6.8 The engine on paged memory: lines 31, 49, 67; `course check 6.8`, `course hint 6.8`
+#   6.8 The engine on paged memory: lines 31, 49, 68; `course check 6.8`, `course hint 6.8`
 """The engine's block manager (6.8): what requests cost the scheduler in whole blocks; admission from the prefix cache."""
 
 from __future__ import annotations
@@ -54,15 +54,16 @@ class BlockManager:
         Called by the engine's `_acquire`, once stage 05 gave the request an empty row
         (`request.slot`, num_computed 0) and after the scheduler recorded this admission:
         the LAST entry of `request.events` is its RUNNING event.
-        - cached = `cache.assign_prefix(request.slot, request.tokens, hashes_for(request))`
-          (whole blocks, never the last token; 0 with prefix caching off);
-          `request.num_computed = cached`.
-        - Prefix caching on: `prefix_queries += request.num_tokens` (every token it knows
-          at this admission, prompt + output so far, the last token too, which can never
-          hit), `prefix_hits += cached`. Off: neither changes. Every admission counts, a
-          return after preemption included.
-        - Its FIRST admission (no RUNNING event in `request.events[:-1]`):
-          `request.num_cached_tokens = min(cached, len(request.prompt))`; a later admission
+        Returns cached: the tokens `cache.assign_prefix(request.slot, request.tokens,
+        hashes_for(request))` found (whole blocks, never the last token; 0 with prefix
+        caching off). Afterwards:
+        - the row starts from those blocks and `request.num_computed == cached`;
+        - prefix caching on: `prefix_queries` has grown by `request.num_tokens` (every token
+          it knows at this admission, prompt + output so far, the last token too, which can
+          never hit) and `prefix_hits` by cached; off: neither changed. Every admission
+          counts, a return after preemption included;
+        - at its FIRST admission (no RUNNING event in `request.events[:-1]`)
+          `request.num_cached_tokens == min(cached, len(request.prompt))`; a later admission
           leaves it as it was."""
         raise NotImplementedError('Exercise 6.8: The engine on paged memory — see 06_paged_attention.ipynb')
 

@@ -1,6 +1,6 @@
 # GENERATED from solutions/paged/cache.py by `course stubs --write`: fill in the bodies that raise NotImplementedError.
 # The lesson is 06_paged_attention/06_paged_attention.ipynb. Exercises in this file (line of each hole, then the commands):
-#   6.3 PagedKVCache: scatter and gather through blocks: lines 38, 48; `course check 6.3`, `course hint 6.3`
+#   6.3 PagedKVCache: scatter and gather through blocks: lines 39, 49; `course check 6.3`, `course hint 6.3`
 """The paged KV cache (6.3): per-layer K/V pools of blocks, behind stage 04's cache protocol."""
 
 from __future__ import annotations
@@ -29,11 +29,12 @@ class PagedKVCache(BlockTables, PrefixSharing, CopyOnWrite, _CacheBase):
     def write(self, layer: int, rows: torch.Tensor, positions: torch.Tensor,
               k: torch.Tensor, v: torch.Tensor) -> None:
         """Store token i's k[i], v[i] (each (H, D)) at row rows[i], position positions[i]
-        (rows, positions (N,) int64, reserved already): one scatter into `self.k[layer]`
-        and `self.v[layer]` seen as (num_blocks * block_size, H, D), at `slot_mapping`'s
-        slots. Every layer of one forward passes the SAME `rows` and `positions` objects:
-        compute the slots once, memoised in `_slots_for = (rows, positions, slots)` (compare
-        with `is`; `reserve` and `reset` clear it). Changes nothing else (not `lengths`)."""
+        (rows, positions (N,) int64, reserved already): afterwards they are in `self.k[layer]`
+        and `self.v[layer]` seen as (num_blocks * block_size, H, D) at `slot_mapping`'s slots
+        (one scatter each, no loop over tokens), and `_slots_for == (rows, positions, slots)`.
+        Every layer of one forward passes the SAME `rows` and `positions` objects: when both
+        are (`is`) those in `_slots_for`, its slots are reused, not recomputed (`reserve` and
+        `reset` clear it). Changes nothing else (not `lengths`)."""
         last_rows, last_pos, slots = self._slots_for
         raise NotImplementedError('Exercise 6.3: PagedKVCache: scatter and gather through blocks — see 06_paged_attention.ipynb')
 

@@ -1,6 +1,6 @@
 # GENERATED from solutions/paged/fork.py by `course stubs --write`: fill in the bodies that raise NotImplementedError.
 # The lesson is 06_paged_attention/06_paged_attention.ipynb. Exercises in this file (line of each hole, then the commands):
-#   6.7 Fork and copy-on-write: lines 31, 39, 77; `course check 6.7`, `course hint 6.7`
+#   6.7 Fork and copy-on-write: lines 31, 41, 84; `course check 6.7`, `course hint 6.7`
 """Fork and copy-on-write (6.7): rows that share blocks, copied when one writes; parallel sampling."""
 
 from __future__ import annotations
@@ -31,11 +31,13 @@ class CopyOnWrite:
         raise NotImplementedError('Exercise 6.7: Fork and copy-on-write — see 06_paged_attention.ipynb')
 
     def _copy_on_write(self, targets: list[tuple[int, int]]) -> None:
-        """Give each (row, table index) of `targets` its own copy of the shared block there:
-        allocate a block, copy its K and V in every layer, point both views of the row's
-        table at the copy, and let go of the shared one (its count - 1). An entry whose
-        block is no longer shared (count 1: an earlier copy left it to this row) is skipped.
-        `reserve` checked that enough blocks are free."""
+        """Give the rows of `targets`, (row, table index i) pairs, their own copies of the
+        shared blocks they will write. Afterwards, taken in `targets` order, each entry whose
+        block was still shared (count > 1) when its turn came holds at index i of its table
+        (both views) a block of its own, newly allocated, whose K and V equal the shared
+        block's in every layer; the shared block has one holder less. An entry whose block is
+        no longer shared (count 1: an earlier copy left it to this row) keeps it. Nothing
+        else changes. `reserve` checked that enough blocks are free."""
         raise NotImplementedError('Exercise 6.7: Fork and copy-on-write — see 06_paged_attention.ipynb')
 
     def _blocks_to_copy(self, row_ids: list[int], starts: list[int], new: list[int]) -> list[tuple[int, int]]:
@@ -59,15 +61,20 @@ class ParallelSampling:
         """Siblings of a leader whose prompt has just run join it; returns (ready, logits[rows]).
 
         `ready`, `logits` (len(ready), V): the step's requests that sample now, and their
-        logits. For each sibling of each ready leader (`_forks.pop(leader id)`, in order):
-        if no row is free (`free_slots` empty, or `scheduler.running` already
-        `max_batch_size` long), queue it as an ordinary request (`scheduler.add`), to compute
-        its prompt itself later. Else it takes the first free row, shares the leader's blocks
-        (`cache.fork_row`), copies its `num_computed` and `num_cached_tokens`, moves to
-        RUNNING at `now`, joins `scheduler.running` and `ready`, and the leader's logits row
-        `i` is appended to `rows`: it samples its first token, with its own generator, from
-        the same logits as the leader. A sibling that joins is not an admission: the prefix
-        cache's statistics do not count it."""
+        logits (row k for ready[k]). A ready leader's siblings leave `_forks` (its entry is
+        removed). Afterwards each of them either runs or waits:
+        - a row is free for it (`free_slots` not empty and `scheduler.running` shorter than
+          `max_batch_size`): it is RUNNING (at `self.clock()`), in `scheduler.running` and in
+          the returned ready, in that row (`slot`; it left `free_slots`) sharing the leader's
+          blocks (`cache.fork_row`: no K/V copied), with the leader's `num_computed` and
+          `num_cached_tokens`; its logits row is a copy of the leader's, so it samples its
+          first token, with its own generator, from the same logits;
+        - no row is free: it waits as an ordinary request (queued: `scheduler.add`) that
+          computes its prompt itself later.
+        Siblings take free rows in order (leaders in `ready` order, each one's siblings in
+        `_forks` order), each the first free row. Returned ready: the given requests, then
+        the siblings that joined, in that order; returned logits row k is ready[k]'s.
+        Joining is not an admission: `prefix_queries` and `prefix_hits` do not change."""
         rows = list(range(len(ready)))
         now = self.clock()
         for i, leader in enumerate(list(ready)):

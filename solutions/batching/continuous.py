@@ -20,10 +20,11 @@ class ContinuousBatching(Scheduler):
     name = "continuous"
 
     def schedule(self, now: float) -> SchedulerOutput:
-        """The next step's plan at time `now`, a new SchedulerOutput. If the running requests
-        do not fit (`tokens_held() > max_cache_tokens`): `preempt`, and admit NOBODY in this
-        step, not even a request that would fit the memory just freed (see `preempt`). Else
-        admit with `admit_fcfs`. Then `out.chunks = plan_chunks()`."""
+        """The next step's plan at time `now`, a new SchedulerOutput. A step preempts or
+        admits, never both: when the running requests do not fit (`tokens_held() >
+        max_cache_tokens`) it preempts as `preempt` does and admits NOBODY, not even a
+        request that would fit the memory just freed (see `preempt`); otherwise it admits as
+        `admit_fcfs` does. `out.chunks` is `plan_chunks()` of the requests running after that."""
         out = SchedulerOutput()
         # BEGIN SOLUTION 5.4
         # HINT: the same shape as StaticBatching.schedule, without waiting for an empty batch:
@@ -63,11 +64,12 @@ class ContinuousBatching(Scheduler):
         # END SOLUTION
 
     def preempt(self, now: float, out: SchedulerOutput) -> None:
-        """Preempt running requests until `tokens_held() <= max_cache_tokens` (or none runs).
-        Each victim is the running request LAST in queue order (max `order`: lowest priority,
-        then latest arrival): it leaves `running`, moves to PREEMPTED at `now`, and is
-        appended to `out.preempted` (the engine frees its cache, moves it to WAITING and
-        queues it again). Admits nobody.
+        """Preempt as few running requests as it takes: afterwards `tokens_held() <=
+        max_cache_tokens`, or nothing runs. Victims are chosen one at a time, each the
+        running request LAST in queue order at that moment (max `order`: lowest priority,
+        then latest arrival); a victim is no longer in `running`, is PREEMPTED at `now`, and
+        is in `out.preempted`, in the order chosen (the engine frees its cache, moves it to
+        WAITING and queues it again). Admits nobody.
 
         Why nobody is admitted in that step (`schedule`): the running requests outgrew the
         cache (each grows by a token per step). Handing the victim's memory straight to a

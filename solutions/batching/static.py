@@ -24,10 +24,11 @@ class StaticBatching(Scheduler):
     def schedule(self, now: float) -> SchedulerOutput:
         """The next step's plan at time `now`, a new SchedulerOutput.
 
-        Only when `running` is empty and `batch_ready(now)`: admit a batch with `admit_fcfs`
-        (queue order, while `fits`; it fills `out.admitted`). Never preempts. Then
-        `out.chunks` is `plan_chunks()`: every running request with all its pending tokens
-        (empty when nothing runs).
+        A batch starts only when `running` is empty and `batch_ready(now)`: then the waiting
+        requests are admitted as `admit_fcfs` admits them (queue order, while each `fits`;
+        RUNNING at `now`, listed in `out.admitted`); otherwise nobody is admitted. Never
+        preempts. `out.chunks` is `plan_chunks()` of the requests running after that: each
+        with all its pending tokens (empty when nothing runs).
         """
         out = SchedulerOutput()
         # BEGIN SOLUTION 5.2

@@ -75,19 +75,21 @@ class BlockManager:
         Called by the engine's `_acquire`, once stage 05 gave the request an empty row
         (`request.slot`, num_computed 0) and after the scheduler recorded this admission:
         the LAST entry of `request.events` is its RUNNING event.
-        - cached = `cache.assign_prefix(request.slot, request.tokens, hashes_for(request))`
-          (whole blocks, never the last token; 0 with prefix caching off);
-          `request.num_computed = cached`.
-        - Prefix caching on: `prefix_queries += request.num_tokens` (every token it knows
-          at this admission, prompt + output so far, the last token too, which can never
-          hit), `prefix_hits += cached`. Off: neither changes. Every admission counts, a
-          return after preemption included.
-        - Its FIRST admission (no RUNNING event in `request.events[:-1]`):
-          `request.num_cached_tokens = min(cached, len(request.prompt))`; a later admission
+        Returns cached: the tokens `cache.assign_prefix(request.slot, request.tokens,
+        hashes_for(request))` found (whole blocks, never the last token; 0 with prefix
+        caching off). Afterwards:
+        - the row starts from those blocks and `request.num_computed == cached`;
+        - prefix caching on: `prefix_queries` has grown by `request.num_tokens` (every token
+          it knows at this admission, prompt + output so far, the last token too, which can
+          never hit) and `prefix_hits` by cached; off: neither changed. Every admission
+          counts, a return after preemption included;
+        - at its FIRST admission (no RUNNING event in `request.events[:-1]`)
+          `request.num_cached_tokens == min(cached, len(request.prompt))`; a later admission
           leaves it as it was."""
         # BEGIN SOLUTION 6.8
-        # HINT: "First" is about the events before the last one: the current admission's
-        #   RUNNING event is already there.
+        # HINT: One `cache.assign_prefix` call starts the row; what it returns is both the new
+        #   `num_computed` and the hits. "First" is about the events before the last one: the
+        #   current admission's RUNNING event is already there (`request.events[:-1]`).
         cached = self.cache.assign_prefix(request.slot, request.tokens, self.hashes_for(request))
         request.num_computed = cached
         if self.enable_prefix_caching:

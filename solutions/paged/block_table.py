@@ -41,9 +41,10 @@ class BlockTables:
 
     def reserve(self, rows, new_lengths: torch.Tensor) -> None:
         """Make room for rows[i] to hold new_lengths[i] tokens (stage 04's protocol; the
-        caller advances `lengths` after writing). Each row's table grows by the blocks it
-        lacks, `blocks_needed(new_lengths[i], block_size) - len(tables[r])` (never shrinks),
-        taken with `allocator.allocate` and appended to both `tables[r]` and `block_tables[r]`.
+        caller advances `lengths` after writing). Afterwards row r = rows[i] holds
+        max(its blocks before, `blocks_needed(new_lengths[i], block_size)`) blocks (a table
+        never shrinks): its old blocks, then the ones it lacked, new from `allocator.allocate`,
+        in both `tables[r]` and `block_tables[r]`.
 
         All or nothing: if the free blocks cannot cover every row's growth PLUS one block per
         entry of `cow` (the shared blocks these rows will write, each to be copied: given,

@@ -26,11 +26,12 @@ class PagedKVCache(BlockTables, PrefixSharing, CopyOnWrite, _CacheBase):
     def write(self, layer: int, rows: torch.Tensor, positions: torch.Tensor,
               k: torch.Tensor, v: torch.Tensor) -> None:
         """Store token i's k[i], v[i] (each (H, D)) at row rows[i], position positions[i]
-        (rows, positions (N,) int64, reserved already): one scatter into `self.k[layer]`
-        and `self.v[layer]` seen as (num_blocks * block_size, H, D), at `slot_mapping`'s
-        slots. Every layer of one forward passes the SAME `rows` and `positions` objects:
-        compute the slots once, memoised in `_slots_for = (rows, positions, slots)` (compare
-        with `is`; `reserve` and `reset` clear it). Changes nothing else (not `lengths`)."""
+        (rows, positions (N,) int64, reserved already): afterwards they are in `self.k[layer]`
+        and `self.v[layer]` seen as (num_blocks * block_size, H, D) at `slot_mapping`'s slots
+        (one scatter each, no loop over tokens), and `_slots_for == (rows, positions, slots)`.
+        Every layer of one forward passes the SAME `rows` and `positions` objects: when both
+        are (`is`) those in `_slots_for`, its slots are reused, not recomputed (`reserve` and
+        `reset` clear it). Changes nothing else (not `lengths`)."""
         last_rows, last_pos, slots = self._slots_for
         # BEGIN SOLUTION 6.3
         # HINT: `self.k[layer].view(-1, H, D)` is the layer's pool as one row per slot, and a

@@ -35,13 +35,17 @@ class CopyOnWrite:
         # END SOLUTION
 
     def _copy_on_write(self, targets: list[tuple[int, int]]) -> None:
-        """Give each (row, table index) of `targets` its own copy of the shared block there:
-        allocate a block, copy its K and V in every layer, point both views of the row's
-        table at the copy, and let go of the shared one (its count - 1). An entry whose
-        block is no longer shared (count 1: an earlier copy left it to this row) is skipped.
-        `reserve` checked that enough blocks are free."""
+        """Give the rows of `targets`, (row, table index i) pairs, their own copies of the
+        shared blocks they will write. Afterwards, taken in `targets` order, each entry whose
+        block was still shared (count > 1) when its turn came holds at index i of its table
+        (both views) a block of its own, newly allocated, whose K and V equal the shared
+        block's in every layer; the shared block has one holder less. An entry whose block is
+        no longer shared (count 1: an earlier copy left it to this row) keeps it. Nothing
+        else changes. `reserve` checked that enough blocks are free."""
         # BEGIN SOLUTION 6.7
-        # HINT: `self.k[:, new] = self.k[:, old]` copies one block in every layer at once.
+        # HINT: Per entry whose block is still shared: allocate one block, copy K and V into
+        #   it (`self.k[:, new] = self.k[:, old]` copies one block in every layer at once),
+        #   free the old one and point `tables[r][i]` and `block_tables[r, i]` at the new.
         for r, i in targets:
             old = self.tables[r][i]
             if self.allocator.ref_counts[old] < 2:  # an earlier copy left it to this row alone
@@ -75,15 +79,20 @@ class ParallelSampling:
         """Siblings of a leader whose prompt has just run join it; returns (ready, logits[rows]).
 
         `ready`, `logits` (len(ready), V): the step's requests that sample now, and their
-        logits. For each sibling of each ready leader (`_forks.pop(leader id)`, in order):
-        if no row is free (`free_slots` empty, or `scheduler.running` already
-        `max_batch_size` long), queue it as an ordinary request (`scheduler.add`), to compute
-        its prompt itself later. Else it takes the first free row, shares the leader's blocks
-        (`cache.fork_row`), copies its `num_computed` and `num_cached_tokens`, moves to
-        RUNNING at `now`, joins `scheduler.running` and `ready`, and the leader's logits row
-        `i` is appended to `rows`: it samples its first token, with its own generator, from
-        the same logits as the leader. A sibling that joins is not an admission: the prefix
-        cache's statistics do not count it."""
+        logits (row k for ready[k]). A ready leader's siblings leave `_forks` (its entry is
+        removed). Afterwards each of them either runs or waits:
+        - a row is free for it (`free_slots` not empty and `scheduler.running` shorter than
+          `max_batch_size`): it is RUNNING (at `self.clock()`), in `scheduler.running` and in
+          the returned ready, in that row (`slot`; it left `free_slots`) sharing the leader's
+          blocks (`cache.fork_row`: no K/V copied), with the leader's `num_computed` and
+          `num_cached_tokens`; its logits row is a copy of the leader's, so it samples its
+          first token, with its own generator, from the same logits;
+        - no row is free: it waits as an ordinary request (queued: `scheduler.add`) that
+          computes its prompt itself later.
+        Siblings take free rows in order (leaders in `ready` order, each one's siblings in
+        `_forks` order), each the first free row. Returned ready: the given requests, then
+        the siblings that joined, in that order; returned logits row k is ready[k]'s.
+        Joining is not an admission: `prefix_queries` and `prefix_hits` do not change."""
         rows = list(range(len(ready)))
         now = self.clock()
         for i, leader in enumerate(list(ready)):
@@ -93,8 +102,10 @@ class ParallelSampling:
             # BEGIN SOLUTION 6.7
             # HINT: Check for a free row for each sibling in turn: the first ones may take the
             #   last free rows, the others wait in the queue like any request.
-            # HINT: `self.free_slots.pop(0)` is the first free row; append `i` to `rows` for
-            #   every sibling that joins, so `logits[rows]` lines up with `ready`.
+            # HINT: A sibling that joins takes `self.free_slots.pop(0)` as its slot, gets
+            #   `cache.fork_row(leader.slot, s.slot)`, the leader's two counts, the RUNNING move
+            #   at `now` and a place in `scheduler.running` and `ready`; append `i` to `rows`
+            #   for it, so `logits[rows]` lines up with `ready`.
             for s in siblings:
                 if not self.free_slots or len(self.scheduler.running) >= self.scheduler.max_batch_size:
                     self.scheduler.add(s)  # no row free now: it will compute its prompt itself

@@ -122,10 +122,10 @@ class PrefixSharing:
     def assign_prefix(self, row: int, tokens: Sequence[int], hashes: Sequence[bytes] | None = None) -> int:
         """Start the EMPTY `row` from the prefix cache; return the number of cached tokens.
 
-        The row's table becomes `match_prefix(tokens, hashes)`'s blocks, each `allocator.
-        take`n; `row_hashes[row]` their keys; `lengths[row]` = len(blocks) * block_size,
-        which is returned. Prefix caching off: return 0, change nothing. A row outside the
-        cache or not empty (blocks or length): ValueError."""
+        Afterwards the row's table is `match_prefix(tokens, hashes)`'s blocks, each with one
+        more holder (`allocator.take`); `row_hashes[row]` is their keys and `lengths[row]` =
+        len(blocks) * block_size, which is returned. Prefix caching off: return 0, change
+        nothing. A row outside the cache or not empty (blocks or length): ValueError."""
         (row,) = self._row_ids([row])
         if self.tables[row] or int(self.lengths[row]):
             raise ValueError(f"assign_prefix: row {row} is not empty")
@@ -148,10 +148,11 @@ class PrefixSharing:
     def commit(self, row: int, tokens: Sequence[int]) -> None:
         """Enter row's newly full blocks into the prefix cache (nothing when it is off).
 
-        The row's first lengths[row] // block_size blocks are full; those past the
-        len(row_hashes[row]) already committed each get key h_i = hash_block(h_{i-1}, or
-        None for block 0; tokens[i*bs:(i+1)*bs]), are `allocator.register`ed (False, a key
-        some other block holds, is fine) and h_i is appended to `row_hashes[row]` either way.
+        The row's first lengths[row] // block_size blocks are full. Afterwards
+        `row_hashes[row]` holds the keys of all of them, in order (those already there kept),
+        h_i = hash_block(h_{i-1}, or None for block 0; tokens[i*bs:(i+1)*bs]), and every
+        newly committed block i was offered to `allocator.register` under h_i with its tokens
+        (False, a key some other block holds, is fine: h_i is in `row_hashes` either way).
         `tokens`: the row's tokens, at least lengths[row] of them."""
         if not self.enable_prefix_caching:
             return

@@ -21,8 +21,9 @@ def nbytes(*objs) -> int:
     An obj may be a tensor, an `nn.Module` (its parameters AND buffers), a list / tuple /
     dict (its values) of those, or any object whose attributes (`vars(obj)`, one level deep)
     are tensors or lists of tensors (a cache). Views and tied weights share storage (the
-    GPT's `lm_head.weight` IS `wte.weight`; `x[1]`, `x.t()` are views of x): key each
-    storage by (device, `untyped_storage().data_ptr()`) and add its `nbytes()` once.
+    GPT's `lm_head.weight` IS `wte.weight`; `x[1]`, `x.t()` are views of x): two tensors
+    share a storage when (device, `untyped_storage().data_ptr()`) agree, and a storage
+    counts its `untyped_storage().nbytes()` once.
     Nothing is changed; no tensor is copied.
     """
     # BEGIN SOLUTION 8.3
@@ -64,18 +65,20 @@ def peak_step_memory(fn: Callable[[], object], *, device=None) -> int:
     allocated before; an int >= 0. Two buffers of n floats live at once -> at least 8n,
     and not more than a few KiB above it.
 
-    On CUDA: the caching allocator's own statistics (`torch.cuda.reset_peak_memory_stats`,
-    `memory_allocated`, `max_memory_allocated`), synchronised before and after. On the CPU
-    there is no such counter: run fn under `torch.profiler` with `profile_memory=True` and
-    replay its events in order of start time — each op's `self_cpu_memory_usage`, and for
-    the "[memory]" events (frees outside any op) their `cpu_memory_usage` — the maximum of
-    the running sum (starting at 0) is the peak.
+    On CUDA it is the caching allocator's own peak statistic, relative to what was
+    allocated before, the device synchronised before and after fn. On the CPU, which has no
+    such counter, it comes from `torch.profiler`'s memory profile of the call
+    (`profile_memory=True`): the largest net total, bytes allocated minus bytes freed,
+    reached at any moment of the call (counted from 0 at its start; each op counts its own
+    memory, children excluded, and the "[memory]" events the frees outside any op).
     """
     device = _device_of(device)
     # BEGIN SOLUTION 8.3
-    # HINT: CUDA has counters; on the CPU wrap fn() in `with profile(activities=
+    # HINT: CUDA has counters (`reset_peak_memory_stats`, then `max_memory_allocated` minus
+    #   `memory_allocated` before); on the CPU wrap fn() in `with profile(activities=
     #   [ProfilerActivity.CPU], profile_memory=True) as prof:`, then sort prof.events() by
-    #   e.time_range.start and keep a running sum and its maximum.
+    #   e.time_range.start and keep a running sum and its maximum: an op adds its
+    #   `self_cpu_memory_usage`, a "[memory]" event its `cpu_memory_usage`.
     if device.type == "cuda":
         synchronize(device)
         torch.cuda.reset_peak_memory_stats(device)
@@ -99,8 +102,8 @@ def memory_breakdown(model: GPT, engine) -> MemoryBreakdown:
 
     params = `nbytes(model)`; kv_pool = `kv_pool_bytes(engine.cache)`; activations =
     `peak_step_memory(engine.step, device=...)`; python_state = tracemalloc's peak
-    (`get_traced_memory()[1]`) over that same step, tracemalloc started just before it and
-    stopped after it (even if it raises); on CUDA allocator = `memory_reserved -
+    (`get_traced_memory()[1]`) over that same step, traced alone (tracemalloc is not
+    running afterwards, even if the step raises); on CUDA allocator = `memory_reserved -
     memory_allocated` and process = `memory_reserved`, on the CPU allocator = None and
     process = `rss_bytes()`.
     """

@@ -18,12 +18,13 @@ def time_fn(fn: Callable[[], object], *, warmup: int = 2, repeat: int = 7, numbe
     `repeat` runs, in run order; `median`: their median; `warmup`: as given; `synchronized`:
     True when `sync` is given or `device` is cuda / mps).
 
-    `warmup` untimed calls of fn come first; then each run reads `clock()`, calls fn `number`
-    times and reads `clock()` again: its time is the difference / `number`. Only `clock` is
-    read (tests pass a fake clock that moves when fn or sync runs). `sync()` (default
-    `synchronize(device)`) is called after every warm-up call, right BEFORE each run's first
-    clock read (so earlier queued work is not charged to it) and right after its last call,
-    before the second read (so its own queued work is). warmup=0 times the very first call.
+    The `warmup` untimed calls of fn come before every timed run; a run is exactly
+    `number` calls of fn between two `clock()` reads, its time their difference / `number`.
+    Only `clock` is read (tests pass a fake clock that moves when fn or sync runs).
+    `sync()` (default `synchronize(device)`) is called after every warm-up call, right
+    BEFORE each run's first clock read (so earlier queued work is not charged to it) and
+    right after its last call, before the second read (so its own queued work is).
+    warmup=0 times the very first call.
     Raises ValueError (ints: warmup >= 0, repeat >= 1, number >= 1) and TypeError (fn not callable).
     """
     check_int("warmup", warmup, 0)
