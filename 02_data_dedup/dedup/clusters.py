@@ -1,6 +1,6 @@
 # GENERATED from solutions/dedup/clusters.py by `course stubs --write`: fill in the bodies that raise NotImplementedError.
 # The lesson is 02_data_dedup/02_data_dedup.ipynb. Exercises in this file (line of each hole, then the commands):
-#   2.6 Union-find clustering: lines 34, 42, 50, 74; `course check 2.6`, `course hint 2.6`
+#   2.6 Union-find clustering: lines 35, 43, 51, 75; `course check 2.6`, `course hint 2.6`
 """Clustering (exercise 2.6): union-find over the verified pairs, one label per family."""
 
 from __future__ import annotations
@@ -27,8 +27,9 @@ class UnionFind:
     def find(self, i: int) -> int:
         """The root of i's set: the same int for every member of one set.
 
-        Path halving: every node passed on the way up is pointed at its grandparent, so
-        trees stay flat. Raises IndexError ("outside") unless i is an int in 0..n-1.
+        The sets never change; the trees get flatter (path halving): afterwards i, and every
+        other node above it on its old path to the root, points at its former grandparent.
+        Raises IndexError ("outside") unless i is an int in 0..n-1.
         """
         i = self._check(i)
         raise NotImplementedError('Exercise 2.6: Union-find clustering — see 02_data_dedup.ipynb')

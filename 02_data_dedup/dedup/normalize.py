@@ -1,6 +1,6 @@
 # GENERATED from solutions/dedup/normalize.py by `course stubs --write`: fill in the bodies that raise NotImplementedError.
 # The lesson is 02_data_dedup/02_data_dedup.ipynb. Exercises in this file (line of each hole, then the commands):
-#   2.1 Normalisation and quality filters: line 28; `course check 2.1`, `course hint 2.1`
+#   2.1 Normalisation and quality filters: line 27; `course check 2.1`, `course hint 2.1`
 """Normalisation (exercise 2.1): one canonical string for texts that look the same."""
 
 from __future__ import annotations
@@ -11,15 +11,14 @@ import unicodedata
 def normalize_text(text: str) -> str:
     """The canonical form of `text`: equal-looking documents become equal strings.
 
-    Returns a str that is, in this order of steps:
-    - Unicode NFC (`"e\\u0301"` and `"\\u00e9"` both give `"\\u00e9"`; `"\\u212b"` gives `"\\u00c5"`);
-    - with every line ending `\\r\\n` or lone `\\r` turned into `\\n` (`"a\\r\\r\\nb"` has two
-      line breaks: `"a\\n\\nb"`);
-    - with trailing whitespace, as `str.rstrip()` sees it (spaces, tabs, no-break and
-      ideographic spaces, ...), removed from every line (lines split at `\\n`);
-    - without the blank lines at the start and at the end (a line of only whitespace is
-      blank): the result neither starts nor ends with `\\n`.
-    Indentation and blank lines inside the text are kept: in code they matter.
+    The result is in Unicode NFC (`"e\\u0301"` and `"\\u00e9"` both give `"\\u00e9"`;
+    `"\\u212b"` gives `"\\u00c5"`) and breaks lines only with `\\n`: each `\\r\\n` and each
+    lone `\\r` of the input is one line break (`"a\\r\\r\\nb"` gives `"a\\n\\nb"`). No line
+    (split at `\\n`) ends in whitespace as `str.rstrip()` sees it (spaces, tabs, no-break and
+    ideographic spaces, ...), and the blank lines (only whitespace) at the start and at the
+    end are gone: the result neither starts nor ends with `\\n`. Nothing else changes:
+    indentation (the first line's too) and blank lines inside the text are kept; in code
+    they matter.
     Idempotent: `normalize_text(normalize_text(t)) == normalize_text(t)`.
     Raises TypeError if `text` is not a str.
     """

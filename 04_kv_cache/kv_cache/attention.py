@@ -27,14 +27,14 @@ def forward_cached(model: GPT, idx: torch.Tensor, cache: CacheProtocol, *,
     at p, its K, V are written at p (each layer; padding never), and it attends to positions
     0..p of its own row only. Padded tokens are embedded at position 0 (q_pos 0 for `attend`);
     their logits are unspecified. Real ones equal `model(whole sequence)` to float32 rounding.
-    The cache, only through CacheProtocol: reserve(rows, new lengths) before any write; per
-    layer write(layer, rows, positions, k, v) of the real tokens, then attend(layer, rows, q,
-    q_pos) if the cache has it, else view(layer, rows, longest new length), rows as checked
-    below (None -> slice(0, B): a slice stays a slice); after the last layer cache.lengths[rows]
-    = the new lengths. Model pieces: model.embed(idx, pos); per block of model.blocks: ln_1,
-    attn.qkv (-> q, k, v, each (B, H, T, D)), attn.out (y (B, H, T, D) -> (B, T, C)), ln_2, mlp;
-    model.head (-> logits). Errors, raised before anything is written or advanced: ValueError
-    naming "context" when a row would pass model.config.block_size; reserve's CacheFullError.
+    The cache is used only through CacheProtocol: `reserve(rows, new lengths)` before any
+    write; per layer, `write(layer, rows, positions, k, v)` of the real tokens before that
+    layer's `attend(layer, rows, q, q_pos)` (if the cache has it) or `view(layer, rows,
+    longest new length)`; rows as checked below (None -> slice(0, B); a slice stays a slice);
+    cache.lengths[rows] becomes the new lengths only after the last layer. GPT's pieces:
+    model.embed(idx, pos); in each of model.blocks ln_1, attn.qkv (-> q, k, v (B, H, T, D)),
+    attn.out ((B, H, T, D) -> (B, T, C)), ln_2, mlp; model.head. Errors, before any write or
+    advance: ValueError naming "context" past model.config.block_size; reserve's CacheFullError.
     """
     rows, n_new = _check_cached_call(model, idx, cache, rows, n_new)
     raise NotImplementedError('Exercise 4.1: Attention against a cache — see 04_kv_cache.ipynb')

@@ -1,6 +1,6 @@
 # GENERATED from solutions/kv_cache/int8_cache.py by `course stubs --write`: fill in the bodies that raise NotImplementedError.
 # The lesson is 04_kv_cache/04_kv_cache.ipynb. Exercises in this file (line of each hole, then the commands):
-#   4.4 QuantizedKVCache: INT8 K/V: lines 24, 29, 48, 53, 58, 62; `course check 4.4`, `course hint 4.4`
+#   4.4 QuantizedKVCache: INT8 K/V: lines 24, 29, 48, 53, 59, 63; `course check 4.4`, `course hint 4.4`
 """Exercise 4.4: INT8 keys and values — absmax quantisation and `QuantizedKVCache`."""
 
 from __future__ import annotations
@@ -33,10 +33,10 @@ class QuantizedKVCache(KVCache):
     """A KVCache that stores K and V as INT8 with one float32 scale per token, per head.
 
     Buffers, all ZEROS when fresh: `k`, `v` int8 (n_layer, batch, n_head, max_len, head_dim);
-    `k_scale`, `v_scale` float32 (n_layer, batch, n_head, max_len, 1). `write` quantises each
-    token's k and v per head (`quantize_int8` over D) and stores values and scales in place;
-    `view` returns `dequantize_int8` of what it reads, in the cache's `dtype` (a float copy:
-    memory saved where it is stored is paid back in time at every read). `reserve` is
+    `k_scale`, `v_scale` float32 (n_layer, batch, n_head, max_len, 1). A written token's
+    values and scales are `quantize_int8` of its k and v, per head over D, stored in place;
+    `view` returns their `dequantize_int8` in the cache's `dtype` (a float copy: memory
+    saved where it is stored is paid back in time at every read). `reserve` is
     KVCache's. One token costs 2 * n_layer * n_head * (head_dim * 1 + 4) bytes instead of
     2 * n_layer * n_head * head_dim * itemsize: about half of fp16, a quarter of fp32.
     """
@@ -54,7 +54,8 @@ class QuantizedKVCache(KVCache):
 
     def write(self, layer: int, rows: torch.Tensor, positions: torch.Tensor,
               k: torch.Tensor, v: torch.Tensor) -> None:
-        """Quantise k, v (N, H, D) per token and head, and store values and scales in place."""
+        """Store token i's k[i], v[i] (each (H, D)), quantised per head (values and scales),
+        at row rows[i], position positions[i], in place."""
         raise NotImplementedError('Exercise 4.4: QuantizedKVCache: INT8 K/V — see 04_kv_cache.ipynb')
 
     def view(self, layer: int, rows, length: int) -> tuple[torch.Tensor, torch.Tensor]:

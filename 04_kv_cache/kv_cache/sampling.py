@@ -14,18 +14,18 @@ def sample(logits: torch.Tensor, *, temperature: float = 1.0, top_k: int | None 
            top_p: float | None = None, generator: torch.Generator | None = None) -> torch.Tensor:
     """Pick one token per row: logits (B, V) floating -> ids (B,) int64. `logits` is not modified.
 
-    temperature == 0: greedy (argmax; the generator is not used). Otherwise, in float32,
-    divide the logits by temperature (< 1 sharpens, > 1 flattens), keep only the top_k
-    largest (if given), then only the nucleus: the smallest set of most likely tokens whose
-    probability reaches top_p (if given; the most likely token is always kept), renormalise
-    and draw one token per row with torch.multinomial(probs, 1, generator=generator) (the same
-    seed gives the same draws). A -inf logit (a masked token) is never drawn.
-
-    The order matters: temperature first, so the nucleus is measured on the tempered
-    probabilities (a flatter distribution needs more tokens to reach top_p). And top_k
-    keeps exactly k tokens per row, even when several logits tie with the k-th largest
-    (which of the tied ones stay is `torch.topk`'s choice). ValueError for bad arguments
-    (`check_sampling`) or logits that are not (B, V) floating, hold NaN / +inf, or a row of -inf.
+    temperature == 0: greedy, the argmax (the generator is not used). Otherwise the ids are
+    ONE draw `torch.multinomial(probs, 1, generator=generator)` for all rows (the same seed
+    gives the same draws), probs (float32, rows summing to 1) being the softmax of logits /
+    temperature (< 1 sharpens, > 1 flattens) over each row's candidates, 0 elsewhere: the
+    top_k largest (if given; exactly k per row, even when several tie with the k-th: which of
+    the tied stay is `torch.topk`'s choice), and of these, if top_p is given, only the
+    nucleus: the smallest set of most likely tokens whose probability (tempered, over the
+    top_k) reaches top_p; the most likely token is always kept. A -inf logit (a masked token)
+    is never drawn. The temperature comes first, so the nucleus is measured on the tempered
+    probabilities (a flatter distribution needs more tokens to reach top_p).
+    ValueError for bad arguments (`check_sampling`) or logits that are not (B, V) floating,
+    hold NaN / +inf, or a row of -inf.
     """
     check_sampling(temperature, top_k, top_p)
     _check_logits(logits)

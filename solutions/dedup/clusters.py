@@ -24,8 +24,9 @@ class UnionFind:
     def find(self, i: int) -> int:
         """The root of i's set: the same int for every member of one set.
 
-        Path halving: every node passed on the way up is pointed at its grandparent, so
-        trees stay flat. Raises IndexError ("outside") unless i is an int in 0..n-1.
+        The sets never change; the trees get flatter (path halving): afterwards i, and every
+        other node above it on its old path to the root, points at its former grandparent.
+        Raises IndexError ("outside") unless i is an int in 0..n-1.
         """
         i = self._check(i)
         # BEGIN SOLUTION 2.6

@@ -145,8 +145,8 @@ def run_pipeline(in_path: str | Path, out_dir: str | Path, config: PipelineConfi
     - `train.jsonl`, `val.jsonl`, `test.jsonl`: the kept input records, in input order,
       `"text"` normalised, every other field unchanged;
     - `removed.jsonl`: one row per removed valid record, {"line", "id", "source", "reason"}
-      and, for "exact_duplicate" and "near_duplicate", "duplicate_of": the id of the kept
-      copy; the other reasons are those of `QUALITY_REASONS`;
+      and, for "exact_duplicate" and "near_duplicate", "duplicate_of" (see below); the
+      other reasons are those of `QUALITY_REASONS`;
     - `report.json`: the returned dict: "input" (the path), "input_lines", "malformed",
       "malformed_lines" ([{"line", "error"}]), "filtered" ({reason: count} for every reason),
       "exact_duplicates", "near_duplicates", "kept" and "kept_chars" ({split: documents /
@@ -156,13 +156,18 @@ def run_pipeline(in_path: str | Path, out_dir: str | Path, config: PipelineConfi
       "outputs" ({"train": "train.jsonl", ...}); given code adds "quality_profile",
       "seconds" and "docs_per_second".
 
-    Pass 1 (`dedup_and_split`, exercise 2.8) reads line by line: parse (`_parse_line`),
-    normalise, filter (`config.quality`), exact-dedup (first copy kept), shingle and
-    MinHash. Then LSH (`lsh_params` with `config.lsh_weights`), verification (exact Jaccard
-    of the shingles, or the estimate with `verify="estimate"`), clusters: from each, the
-    document that came first is kept; `assign_splits` over the documents that reached this
-    step, their cluster labels, `config.fractions`, `config.group_depth`, salt
-    `str(config.seed)`. Pass 2 reads the input again and writes the kept records.
+    Every line lands in one place, the first that applies: malformed (`_parse_line`'s
+    reason); filtered (the first `quality_reason` of its normalised text under
+    `config.quality`); "exact_duplicate" (its normalised text is that of an earlier record
+    not filtered, whose id is "duplicate_of"); "near_duplicate" (in a cluster, by `cluster`,
+    of the remaining documents linked by verified pairs, but not its first document, whose
+    id is "duplicate_of"); else kept. The pairs: MinHash (`config.num_perm`, `seed`,
+    `shingle`, `n`), LSH bands x rows from `lsh_params(config.threshold, config.num_perm,
+    config.lsh_weights)`, candidates verified at >= `config.threshold` by the exact Jaccard
+    of the shingles (the signatures' estimate with `verify="estimate"`). A kept record's
+    split: `assign_splits(sources, labels, config.fractions, config.group_depth,
+    salt=str(config.seed))` over the documents that reached the clustering, in input order.
+    The input is read twice (pass 1: `dedup_and_split`, exercise 2.8); no text stays in memory.
 
     Accounting, always: input lines = malformed + filtered + exact duplicates + near
     duplicates + kept (checked here). Running the pipeline on its own output removes

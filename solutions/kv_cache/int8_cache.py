@@ -39,10 +39,10 @@ class QuantizedKVCache(KVCache):
     """A KVCache that stores K and V as INT8 with one float32 scale per token, per head.
 
     Buffers, all ZEROS when fresh: `k`, `v` int8 (n_layer, batch, n_head, max_len, head_dim);
-    `k_scale`, `v_scale` float32 (n_layer, batch, n_head, max_len, 1). `write` quantises each
-    token's k and v per head (`quantize_int8` over D) and stores values and scales in place;
-    `view` returns `dequantize_int8` of what it reads, in the cache's `dtype` (a float copy:
-    memory saved where it is stored is paid back in time at every read). `reserve` is
+    `k_scale`, `v_scale` float32 (n_layer, batch, n_head, max_len, 1). A written token's
+    values and scales are `quantize_int8` of its k and v, per head over D, stored in place;
+    `view` returns their `dequantize_int8` in the cache's `dtype` (a float copy: memory
+    saved where it is stored is paid back in time at every read). `reserve` is
     KVCache's. One token costs 2 * n_layer * n_head * (head_dim * 1 + 4) bytes instead of
     2 * n_layer * n_head * head_dim * itemsize: about half of fp16, a quarter of fp32.
     """
@@ -69,7 +69,8 @@ class QuantizedKVCache(KVCache):
 
     def write(self, layer: int, rows: torch.Tensor, positions: torch.Tensor,
               k: torch.Tensor, v: torch.Tensor) -> None:
-        """Quantise k, v (N, H, D) per token and head, and store values and scales in place."""
+        """Store token i's k[i], v[i] (each (H, D)), quantised per head (values and scales),
+        at row rows[i], position positions[i], in place."""
         # BEGIN SOLUTION 4.4
         # HINT: write stores q and scale of each of k, v at the same [rows, :, positions] of
         #   their buffers; view slices values and scales as KVCache does and dequantises them.

@@ -19,8 +19,8 @@ def train_step(model: nn.Module, optimizer: torch.optim.Optimizer,
     """One optimizer step over A micro-batches (x, y): returns (loss, grad norm), two floats.
 
     The gradient is exactly that of the mean loss over the whole batch: A micro-batches of B
-    rows give the step of one batch of A·B rows (to float rounding). Old gradients (left in
-    `.grad` by anything before) are zeroed first. loss = the mean of the A micro-batch
+    rows give the step of one batch of A·B rows (to float rounding); gradients left in
+    `.grad` before the call do not count. loss = the mean of the A micro-batch
     losses `lm_loss(model, x, y)`, averaged over processes with `all_reduce_mean` (a no-op
     in one process); norm = the global gradient norm BEFORE clipping to `max_norm`
     (`torch.nn.utils.clip_grad_norm_`'s). With a DDP model, gradients are all-reduced once,
