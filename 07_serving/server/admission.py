@@ -1,6 +1,6 @@
 # GENERATED from solutions/server/admission.py by `course stubs --write`: fill in the bodies that raise NotImplementedError.
 # The lesson is 07_serving/07_serving.ipynb. Exercises in this file (line of each hole, then the commands):
-#   7.2 Admission control by KV blocks: 503 + Retry-After: lines 36, 41; `course check 7.2`, `course hint 7.2`
+#   7.2 Admission control by KV blocks: 503 + Retry-After: lines 37, 42; `course check 7.2`, `course hint 7.2`
 """7.2 Admission control by KV blocks: a 503 + Retry-After before any work is done."""
 
 from __future__ import annotations
@@ -28,11 +28,12 @@ class AdmissionControl:
     def admit(self, prompt_tokens: int, max_tokens: int, n: int = 1) -> Ticket:
         """Reserve a request's worst case, `request_blocks(prompt_tokens, max_tokens, n,
         block_size)` blocks and n * (prompt_tokens + max_tokens) tokens; return its Ticket
-        and count it in `admitted`. Refused, reserving nothing: more blocks than
-        `num_blocks` -> APIError 400, code "kv_cache_too_small" (never fits, not counted);
-        `draining` -> 503, code "shutting_down"; past `capacity_blocks` -> 503, code
-        "overloaded". Both 503s: type "service_unavailable_error", header `Retry-After`
-        = str(retry_after_s), and `rejected` += 1."""
+        and count it in `admitted`. Refused, reserving nothing, checked in this order: more
+        blocks than `num_blocks` -> APIError 400, param "max_tokens", code
+        "kv_cache_too_small" (never fits, not counted); `draining` -> 503, code
+        "shutting_down"; `reserved_blocks` + its blocks over `capacity_blocks` -> 503, code
+        "overloaded". Both 503s: type "service_unavailable_error", header `Retry-After` =
+        str(retry_after_s), and `rejected` += 1."""
         raise NotImplementedError('Exercise 7.2: Admission control by KV blocks: 503 + Retry-After — see 07_serving.ipynb')
 
     def release(self, ticket: Ticket) -> None:

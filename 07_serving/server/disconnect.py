@@ -16,19 +16,19 @@ if TYPE_CHECKING:
 
 
 async def until_disconnected(request: HTTPRequest, poll_s: float = 0.02) -> None:
-    """Return once the client of `request` has gone away: await Starlette's
-    `request.is_disconnected()` (True once the client left) every `poll_s` seconds,
-    sleeping between polls (never spin), and return the first time it says True; while
-    the client is there, never return. The handler races this against the answer: if it
-    wins, the request is aborted (`ServerState.abort`)."""
+    """Return None once the client of `request` has gone away: the first time Starlette's
+    `await request.is_disconnected()` answers True (it is not asked again after that);
+    while the client is there, never return. It is asked about once every `poll_s`
+    seconds, the event loop free in between (never spin). The handler races this against
+    the answer: if it wins, the request is aborted (`ServerState.abort`)."""
     raise NotImplementedError('Exercise 7.4: Cancellation on client disconnect — see 07_serving.ipynb')
 
 
 def stream_closed(state: ServerState, job: Job, finished: int) -> None:
-    """A streaming response has ended, however it ended: `finished` of the job's
-    `job.gen.n` choices had finished. Fewer means the client went away (Starlette cancels
-    the response's generator when it sees `http.disconnect`) or the stream was cut: then
-    abort the job with `state.abort(job, "disconnect")` (applied by the engine thread
-    before its next step, so its blocks are free by then); a complete stream changes
-    nothing."""
+    """A streaming response has ended, however it ended, with `finished` of the job's
+    `job.gen.n` choices finished. Afterwards a stream cut short (fewer: the client went
+    away, Starlette cancelling the response's generator on `http.disconnect`, or the
+    stream was cut) has its job aborted by `state.abort(job, "disconnect")`, which the
+    engine thread applies before its next step, so its blocks are free by then; a
+    complete stream changes nothing."""
     raise NotImplementedError('Exercise 7.4: Cancellation on client disconnect — see 07_serving.ipynb')

@@ -1,6 +1,6 @@
 # GENERATED from solutions/server/streaming.py by `course stubs --write`: fill in the bodies that raise NotImplementedError.
 # The lesson is 07_serving/07_serving.ipynb. Exercises in this file (line of each hole, then the commands):
-#   7.5 The streaming bridge and SSE framing: lines 31, 37, 45; `course check 7.5`, `course hint 7.5`
+#   7.5 The streaming bridge and SSE framing: lines 32, 38, 46; `course check 7.5`, `course hint 7.5`
 """7.5 The streaming bridge (engine thread -> event loop) and Server-Sent Events framing."""
 
 from __future__ import annotations
@@ -13,11 +13,11 @@ class TokenStream:
     """One HTTP request's events, carried from the engine thread to its coroutine.
 
     Events are tuples: ("delta", index, text), ("finish", index, reason, prompt_tokens,
-    completion_tokens), ("error", APIError). The engine thread calls `put`, which must
-    never block; asyncio objects may only be touched from their loop's thread, so `put`
-    goes through `self.loop.call_soon_threadsafe` into `self.queue`, an unbounded
-    asyncio.Queue. The coroutine awaits `get_batch`. Events come out in the order each
-    thread put them, none lost, none twice.
+    completion_tokens), ("error", APIError). The engine thread calls `put`, which never
+    blocks; the coroutine awaits `get_batch`. Events not yet read wait in `self.queue`,
+    an unbounded asyncio.Queue of `self.loop`, which (like every asyncio object) only
+    that loop's thread may touch. Events come out in the order each thread put them,
+    none lost, none twice.
     """
 
     def __init__(self, loop: asyncio.AbstractEventLoop):
@@ -25,9 +25,10 @@ class TokenStream:
         self.queue: asyncio.Queue = asyncio.Queue()
 
     def put(self, event: tuple) -> None:
-        """From any thread: queue `event` on the loop without blocking or waiting for it;
-        return at once. A loop that is closed (the server is gone: `call_soon_threadsafe`
-        raises RuntimeError) drops the event silently."""
+        """Safe from any thread; returns at once, never blocking nor waiting for the loop:
+        `event` reaches `self.queue` soon after, on the loop's thread, behind the events
+        this thread put before it. Once the loop is closed (the server is gone) the event
+        is dropped silently: nothing is raised."""
         raise NotImplementedError('Exercise 7.5: The streaming bridge and SSE framing — see 07_serving.ipynb')
 
     async def get_batch(self) -> list[tuple]:

@@ -25,11 +25,12 @@ class AdmissionControl:
     def admit(self, prompt_tokens: int, max_tokens: int, n: int = 1) -> Ticket:
         """Reserve a request's worst case, `request_blocks(prompt_tokens, max_tokens, n,
         block_size)` blocks and n * (prompt_tokens + max_tokens) tokens; return its Ticket
-        and count it in `admitted`. Refused, reserving nothing: more blocks than
-        `num_blocks` -> APIError 400, code "kv_cache_too_small" (never fits, not counted);
-        `draining` -> 503, code "shutting_down"; past `capacity_blocks` -> 503, code
-        "overloaded". Both 503s: type "service_unavailable_error", header `Retry-After`
-        = str(retry_after_s), and `rejected` += 1."""
+        and count it in `admitted`. Refused, reserving nothing, checked in this order: more
+        blocks than `num_blocks` -> APIError 400, param "max_tokens", code
+        "kv_cache_too_small" (never fits, not counted); `draining` -> 503, code
+        "shutting_down"; `reserved_blocks` + its blocks over `capacity_blocks` -> 503, code
+        "overloaded". Both 503s: type "service_unavailable_error", header `Retry-After` =
+        str(retry_after_s), and `rejected` += 1."""
         # BEGIN SOLUTION 7.2
         # HINT: Compute the need first (`request_blocks`); a need larger than the whole
         #   memory is the client's fault (400), before any lock.

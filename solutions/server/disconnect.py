@@ -13,12 +13,14 @@ if TYPE_CHECKING:
 
 
 async def until_disconnected(request: HTTPRequest, poll_s: float = 0.02) -> None:
-    """Return once the client of `request` has gone away: await Starlette's
-    `request.is_disconnected()` (True once the client left) every `poll_s` seconds,
-    sleeping between polls (never spin), and return the first time it says True; while
-    the client is there, never return. The handler races this against the answer: if it
-    wins, the request is aborted (`ServerState.abort`)."""
+    """Return None once the client of `request` has gone away: the first time Starlette's
+    `await request.is_disconnected()` answers True (it is not asked again after that);
+    while the client is there, never return. It is asked about once every `poll_s`
+    seconds, the event loop free in between (never spin). The handler races this against
+    the answer: if it wins, the request is aborted (`ServerState.abort`)."""
     # BEGIN SOLUTION 7.4
+    # HINT: This is polling: ask, and while the client is still there pause and ask again;
+    #   the pause must be an `await`, so that the loop keeps serving the other requests.
     # HINT: A loop: ask `await request.is_disconnected()`; while it is False, give the
     #   event loop back with `await asyncio.sleep(poll_s)` and ask again.
     while not await request.is_disconnected():
@@ -27,12 +29,12 @@ async def until_disconnected(request: HTTPRequest, poll_s: float = 0.02) -> None
 
 
 def stream_closed(state: ServerState, job: Job, finished: int) -> None:
-    """A streaming response has ended, however it ended: `finished` of the job's
-    `job.gen.n` choices had finished. Fewer means the client went away (Starlette cancels
-    the response's generator when it sees `http.disconnect`) or the stream was cut: then
-    abort the job with `state.abort(job, "disconnect")` (applied by the engine thread
-    before its next step, so its blocks are free by then); a complete stream changes
-    nothing."""
+    """A streaming response has ended, however it ended, with `finished` of the job's
+    `job.gen.n` choices finished. Afterwards a stream cut short (fewer: the client went
+    away, Starlette cancelling the response's generator on `http.disconnect`, or the
+    stream was cut) has its job aborted by `state.abort(job, "disconnect")`, which the
+    engine thread applies before its next step, so its blocks are free by then; a
+    complete stream changes nothing."""
     # BEGIN SOLUTION 7.4
     # HINT: Compare `finished` with `job.gen.n`; only a stream cut short is aborted, with
     #   the reason "disconnect" (the engine loop tells no client then: it is gone).

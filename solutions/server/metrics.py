@@ -34,10 +34,9 @@ def request_log(request: Request, finish_reason: str | None = None) -> dict:
     # BEGIN SOLUTION 7.6
     # HINT: Find the three instants first: when it was first scheduled (the first event
     #   whose state is State.RUNNING, or None), its first and last token times (or None).
-    # HINT: Each span is a difference of two instants, None when either is missing; the
-    #   end of e2e is `request.events[-1].time`.
-    # HINT: Build the dict in LOG_KEYS order; `getattr(request, "num_cached_tokens", 0)`
-    #   may still be None.
+    # HINT: Each span is a difference of two instants, None when either is missing (the
+    #   end of e2e is `request.events[-1].time`); build the dict in LOG_KEYS order, and
+    #   `getattr(request, "num_cached_tokens", 0)` may still be None.
     arrival = request.arrival
     scheduled = next((e.time for e in request.events if e.state is State.RUNNING), None)
     times = request.token_times

@@ -19,15 +19,15 @@ log = logging.getLogger("course.server")
 
 
 async def drain(state: ServerState, grace_s: float, poll_s: float = 0.02) -> int:
-    """Drain `state` before the server stops; return how many jobs had to be aborted.
-    From now on admit nobody (`state.admission.draining = True`: newcomers get 503); let
-    the jobs in flight (`state.jobs`) finish for up to `grace_s` seconds, polling every
-    `poll_s` seconds with `asyncio.sleep` (the event loop keeps serving them meanwhile),
-    and return as soon as none is left (at once when none is in flight: 0). Past the grace
-    period, abort every job still there, telling its client: submit ("abort", job.id,
-    APIError(503, ..., type="service_unavailable_error", code="shutting_down")) to
-    `state.loop` (a 503 answer, or a last stream event); then wait, at most one more
-    second, until their handlers have answered (`state.jobs` empty)."""
+    """Drain `state` before the server stops; return how many jobs had to be aborted (0,
+    at once, when none is in flight). From the call on `state.admission.draining` is True:
+    newcomers get a 503. The jobs in flight (`state.jobs`) get up to `grace_s` seconds to
+    finish, looked at every `poll_s` seconds while the event loop keeps serving them;
+    it returns as soon as none is left. Each job still there past the grace period is
+    aborted and its client told (a 503 answer, or a last stream event): `state.loop.submit`
+    got ("abort", job.id, APIError(503, ..., type="service_unavailable_error",
+    code="shutting_down")) for it. On return their handlers have answered (`state.jobs` is
+    empty), or one more second has passed."""
     # BEGIN SOLUTION 7.7
     # HINT: Set the admission flag first: a request admitted during the drain would have to
     #   be aborted too.
@@ -36,6 +36,7 @@ async def drain(state: ServerState, grace_s: float, poll_s: float = 0.02) -> int
     #   and with it the answers you are waiting for).
     # HINT: Take a list of the jobs still in flight after the grace period: each gets an
     #   "abort" command carrying the 503 APIError; the length of that list is the answer.
+    #   Then wait as before, for at most 1 s, until `state.jobs` is empty.
     state.admission.draining = True
     end = time.monotonic() + grace_s
     while state.jobs and time.monotonic() < end:

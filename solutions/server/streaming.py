@@ -10,11 +10,11 @@ class TokenStream:
     """One HTTP request's events, carried from the engine thread to its coroutine.
 
     Events are tuples: ("delta", index, text), ("finish", index, reason, prompt_tokens,
-    completion_tokens), ("error", APIError). The engine thread calls `put`, which must
-    never block; asyncio objects may only be touched from their loop's thread, so `put`
-    goes through `self.loop.call_soon_threadsafe` into `self.queue`, an unbounded
-    asyncio.Queue. The coroutine awaits `get_batch`. Events come out in the order each
-    thread put them, none lost, none twice.
+    completion_tokens), ("error", APIError). The engine thread calls `put`, which never
+    blocks; the coroutine awaits `get_batch`. Events not yet read wait in `self.queue`,
+    an unbounded asyncio.Queue of `self.loop`, which (like every asyncio object) only
+    that loop's thread may touch. Events come out in the order each thread put them,
+    none lost, none twice.
     """
 
     def __init__(self, loop: asyncio.AbstractEventLoop):
@@ -22,9 +22,10 @@ class TokenStream:
         self.queue: asyncio.Queue = asyncio.Queue()
 
     def put(self, event: tuple) -> None:
-        """From any thread: queue `event` on the loop without blocking or waiting for it;
-        return at once. A loop that is closed (the server is gone: `call_soon_threadsafe`
-        raises RuntimeError) drops the event silently."""
+        """Safe from any thread; returns at once, never blocking nor waiting for the loop:
+        `event` reaches `self.queue` soon after, on the loop's thread, behind the events
+        this thread put before it. Once the loop is closed (the server is gone) the event
+        is dropped silently: nothing is raised."""
         # BEGIN SOLUTION 7.5
         # HINT: Do not touch `self.queue` from this thread: ask the loop to call
         #   `self.queue.put_nowait(event)` for you, `self.loop.call_soon_threadsafe(fn, arg)`.
