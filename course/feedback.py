@@ -16,8 +16,9 @@ pytest plugin say about a failure.
 - **Blocked.** An exercise is blocked by another when the manifest says it `requires` it
   (its tests call that code) and that one is not done yet, or when its tests stop at that
   exercise's TODO. `course check` and `course status` say "blocked by 1.3".
-- **Points.** Both commands score with `course.grading` (an exercise earns its points in
-  proportion to its passing tests) and print them rounded down to one decimal (`7.5/10`,
+- **Points and states.** Both commands score with `course.grading.score_exercise`, the rule
+  `course grade` uses (an exercise earns its points in proportion to its passing tests; done,
+  partial, failing, blocked, TODO), and print them rounded down to one decimal (`7.5/10`,
   never `10/10` before every test passes).
 - **Given code apart.** Tests marked `given` check code the learner received; they are
   counted apart ("given code: 50 passed") and never make an exercise look done or failing.
@@ -33,11 +34,12 @@ from pathlib import Path
 
 from course import layout, manifest
 from course.loader import root
+from course.results import TestResult, as_results
+from course.results import todo_line as _todo_line
 
 MAX_MESSAGE = 300  # characters of a one-line failure message
 _DUMP = re.compile(r"^\s*(ACTUAL|DESIRED|x|y):\s")  # the arrays np.testing prints in full
 _LABEL = re.compile(r"^\s*(Mismatch at index|First \d+ mismatches are at indices):\s*$")
-_TODO = re.compile(r"TODO: Exercise (\d+\.\d+)")
 
 
 # ---- one line per failure -------------------------------------------------------------
@@ -51,10 +53,8 @@ def summarize(exc: BaseException) -> str:
     name = type(exc).__name__
     if isinstance(exc, SyntaxError) and exc.msg:
         return f"{name}: {exc.msg}"
-    lines = [ln.strip() for ln in str(exc).splitlines()]
-    lines = [ln for ln in lines if ln and not _DUMP.match(ln) and not _LABEL.match(ln)]
-    text = " · ".join(lines[:6])
-    return _clip(f"{name}: {text}" if text else name)
+    text = str(exc)
+    return summarize_text(f"{name}: {text}") if text.strip() else name
 
 
 def summarize_text(text: str) -> str:
@@ -63,6 +63,12 @@ def summarize_text(text: str) -> str:
     lines = [ln for ln in lines if ln and not _DUMP.match(ln) and not _LABEL.match(ln)]
     if len(lines) > 1 and lines[0].endswith(":"):  # "AssertionError:" then the message
         lines = [f"{lines[0]} {lines[1]}", *lines[2:]]
+    if lines and lines[0].startswith("AssertionError: ") and not lines[0].startswith("AssertionError: assert "):
+        # `assert ok, "fresh buffers must be zeros"`: the test's own words say it; pytest's
+        # rewritten explanation after them (`assert tensor(False) · + where ...`) says less
+        cut = next((i for i, ln in enumerate(lines[1:], 1) if ln.startswith("assert ")), None)
+        if cut is not None:
+            lines = lines[:cut]
     return _clip(" · ".join(lines[:6])) if lines else "failed"
 
 
@@ -193,26 +199,16 @@ class _Crash:
 
 # ---- per exercise: the failure to show, blocked, points --------------------------------
 
-def todo_of(result: dict) -> str | None:
-    """The exercise id whose TODO stopped this test, if any."""
-    t = result.get("todo")
-    if t:
-        m = re.match(r"Exercise (\d+\.\d+)", t)
-        return m.group(1) if m else None
-    m = _TODO.search(result.get("message") or "")
-    return m.group(1) if m else None
-
-
-def _rank(result: dict, ex_id: str) -> int:
-    todo = todo_of(result)
+def _rank(result: TestResult, ex_id: str) -> int:
+    todo = result.todo_id
     if todo is not None:
         return 2 if todo == ex_id else 3
-    return 0 if is_informative(result.get("message") or "") else 1
+    return 0 if is_informative(result.message) else 1
 
 
-def pick_failure(results: list[dict], ex_id: str) -> dict | None:
+def pick_failure(results, ex_id: str) -> TestResult | None:
     """The failed test to show for exercise `ex_id` (see the module docstring), or None."""
-    failed = [r for r in results if r.get("outcome") == "failed"]
+    failed = [r for r in as_results(results) if r.outcome == "failed"]
     if not failed:
         return None
     return min(enumerate(failed), key=lambda ir: (_rank(ir[1], ex_id), ir[0]))[1]
@@ -231,12 +227,12 @@ def requires_closure(ex_id: str) -> list[str]:
     return sorted(seen, key=lambda i: order.get(i, 1 << 30))
 
 
-def blocked_by(ex_id: str, states: dict[str, str], results: list[dict] = ()) -> list[str]:
+def blocked_by(ex_id: str, states: dict[str, str], results=()) -> list[str]:
     """The exercises that keep `ex_id` from passing: its declared requirements that are not
     done (per `states`, {id: state}), and other exercises whose TODO stopped its tests."""
     out = [r for r in manifest.exercise(ex_id).requires if states.get(r, "done") not in ("done", "no-gpu")]
-    for res in results:
-        t = todo_of(res) if res.get("outcome") == "failed" else None
+    for res in as_results(results):
+        t = res.todo_id if res.outcome == "failed" else None
         if t and t != ex_id and t not in out:
             out.append(t)
     return out
@@ -252,20 +248,9 @@ def fmt_score(score: float) -> str:
     return f"{s:.1f}".removesuffix(".0")
 
 
-def scores(st: manifest.Stage, results: list[dict]) -> dict[str, tuple[float, str, float]]:
-    """{exercise id: (points earned, grading state, points it is graded out of)} for one
-    stage's per-test results, scored by `course.grading` (the rule `course grade` uses; an
-    exercise whose tests all need CUDA is graded out of 0 on a machine without it)."""
-    from course import grading
-
-    entries = grading.grade_stage(st, grading.RunResult(results=list(results)))
-    return {e.exercise: (float(e.score), e.state, float(e.max_score)) for e in entries
-            if e.visibility == "visible"}
-
-
-def given_counts(results: list[dict]) -> Counter:
+def given_counts(results) -> Counter:
     """Outcomes of the tests of given code (not graded)."""
-    return Counter(r.get("outcome") for r in results if r.get("given") and not r.get("exercise"))
+    return Counter(r.outcome for r in as_results(results) if r.given and not r.exercise)
 
 
 # ---- course check ----------------------------------------------------------------------
@@ -301,18 +286,21 @@ def _group_errors(errors: list[str]) -> list[str]:
     return [k if n == 1 else f"{k} (stops {n} test files)" for k, n in counts.items()]
 
 
-def check_lines(st: manifest.Stage, results: list[dict], errors: list[str], only: str | None = None,
+def check_lines(st: manifest.Stage, results, errors: list[str], only: str | None = None,
                 known: dict[str, str] | None = None) -> tuple[list[str], int]:
-    """What `course check` prints for one run of a stage's tests, and how many exercises
-    are done. Lines fit 80 columns. `only`: the run was of that exercise's tests alone
-    (`course check 6.3`); `known` then gives the other exercises' states (from the
+    """What `course check` prints for one run of a stage's (visible) tests, and how many
+    exercises are done. Lines fit 80 columns. `only`: the run was of that exercise's tests
+    alone (`course check 6.3`); `known` then gives the other exercises' states (from the
     saved progress) for "blocked by"."""
-    by_ex: dict[str, list[dict]] = {e.id: [] for e in st.exercises}
+    from course.grading import score_exercise
+
+    results = as_results(results)
+    by_ex: dict[str, list[TestResult]] = {e.id: [] for e in st.exercises}
     for r in results:
-        if r.get("exercise") in by_ex:
-            by_ex[r["exercise"]].append(r)
-    sc = scores(st, results)
-    states = {ex_id: state for ex_id, (_, state, _) in sc.items()}
+        if r.exercise in by_ex and not r.hidden:
+            by_ex[r.exercise].append(r)
+    sc = {ex.id: score_exercise(ex.id, ex.points, by_ex[ex.id]) for ex in st.exercises}
+    states = {ex_id: s.state for ex_id, s in sc.items()}
     if only is not None:
         states = {**(known or {}), only: states.get(only, "error")}
     out: list[str] = []
@@ -325,13 +313,11 @@ def check_lines(st: manifest.Stage, results: list[dict], errors: list[str], only
     for ex in st.exercises:
         if only is not None and ex.id != only:
             continue
-        rs = by_ex[ex.id]
-        got, state, out_of = sc.get(ex.id, (0.0, "error", ex.points))
+        rs, s = by_ex[ex.id], sc[ex.id]
+        got, state, out_of = s.points, s.state, s.out_of
         total_got += got
         total_max += out_of
-        failed = [r for r in rs if r.get("outcome") == "failed"]
-        if failed and all(todo_of(r) not in (None, ex.id) for r in failed):
-            state = "blocked"
+        failed = [r for r in rs if r.outcome == "failed"]
         done += state == "done"
         name = _short(f"{ex.id} {ex.title}", 48)
         out.append(f" {SYMBOL.get(state, ' ')} {name:<48} {state:>8} {fmt_points(got, out_of):>11}")
@@ -343,9 +329,8 @@ def check_lines(st: manifest.Stage, results: list[dict], errors: list[str], only
             continue
         block = blocked_by(ex.id, states, rs)
         pick = pick_failure(rs, ex.id)
-        passed = sum(r.get("outcome") == "passed" for r in rs)
-        counted = sum(r.get("outcome") != "skipped" for r in rs)
-        own_todo = sum(todo_of(r) == ex.id for r in failed)
+        passed, counted = s.passed, s.counted
+        own_todo = sum(r.todo_id == ex.id for r in failed)
         if pick is not None and _rank(pick, ex.id) == 2 and not passed:  # untouched: one line
             any_todo = True
             out += wrap(f"TODO, blocked by {', '.join(block)} (its tests use them)" if block else
@@ -356,12 +341,14 @@ def check_lines(st: manifest.Stage, results: list[dict], errors: list[str], only
                         + ("" if own_todo or not failed else
                            "; do that first" if len(block) == 1 else "; do those first"))
         if pick is not None:
-            name = pick["nodeid"].split("::")[-1]
+            name = pick.nodeid.split("::")[-1]
             if _rank(pick, ex.id) == 2:
                 out += wrap(f"{passed}/{counted} tests pass; {own_todo} stop at its TODO")
             elif _rank(pick, ex.id) < 2:
                 head = f"{passed}/{counted} tests pass. " if counted else ""
-                out += wrap(f"{head}{name}: {pick.get('message') or 'failed'}")
+                out += wrap(f"{head}{name}: {pick.message or 'failed'}")
+        elif s.problem:  # nothing failed, yet not done: a skipped test counts as not passed
+            out += wrap(f"{passed}/{counted} tests pass. {s.problem}")
     given = given_counts(results) if only is None else None
     if given:
         parts = [f"{given[k]} {k}" for k in ("passed", "failed", "skipped") if given[k]]
@@ -376,18 +363,20 @@ def check_lines(st: manifest.Stage, results: list[dict], errors: list[str], only
 
 # ---- pytest's closing line -------------------------------------------------------------
 
-def terminal_summary(results: list[dict]) -> str | None:
+def terminal_summary(results) -> str | None:
     """`exercises: 0/8 done (85 tests stop at a TODO); given code: 50 passed` for a run."""
-    by_ex: dict[str, list[dict]] = {}
+    from course.grading import score_exercise
+
+    results = as_results(results)
+    by_ex: dict[str, list[TestResult]] = {}
     for r in results:
-        if r.get("exercise"):
-            by_ex.setdefault(r["exercise"], []).append(r)
+        if r.exercise:
+            by_ex.setdefault(r.exercise, []).append(r)
     given = given_counts(results)
     if not by_ex and not given:
         return None
-    done = sum(all(r["outcome"] != "failed" for r in rs) and any(r["outcome"] == "passed" for r in rs)
-               for rs in by_ex.values())
-    todo = sum(1 for rs in by_ex.values() for r in rs if r["outcome"] == "failed" and todo_of(r))
+    done = sum(score_exercise(ex_id, 0.0, rs).state == "done" for ex_id, rs in by_ex.items())
+    todo = sum(1 for rs in by_ex.values() for r in rs if r.outcome == "failed" and r.todo_id)
     parts = [f"exercises: {done}/{len(by_ex)} done"
              + (f" ({todo} failed test{'s' if todo != 1 else ''} stop at a TODO)" if todo else "")]
     if given:
@@ -411,10 +400,6 @@ def sharpen_report(report, exc: BaseException | None) -> None:
 
 def todo_line(stub_message: str, marker=None) -> str:
     """The one line pytest shows for a test stopped by a stub: `TODO: Exercise 1.2: ...`, and
-    when the test belongs to another exercise, which one needs it (`... (blocks 1.7)`)."""
-    line = f"TODO: {stub_message}"
-    m = re.match(r"Exercise (\d+\.\d+)", stub_message)
-    mine = marker.args[0] if marker is not None and marker.args else None
-    if m and isinstance(mine, str) and mine != m.group(1):
-        line += f" (a test of exercise {mine} needs it)"
-    return line
+    when the test (its `exercise` marker) belongs to another exercise, which one needs it
+    (`... (a test of exercise 1.7 needs it)`)."""
+    return _todo_line(stub_message, marker.args[0] if marker is not None and marker.args else None)

@@ -29,7 +29,8 @@ same story for people):
    second entry, visible after the due date, worth its manifest points again, earned in
    proportion to the *weight* of its hidden tests that pass; a hidden test weighs its
    marker's `points=N` (1 if not given). A test whose file could not be collected counts
-   as failing for the exercises that file marks.
+   as failing for the exercises that file marks. `score_exercise` is that rule, and
+   `course check` and `course status` score with it too.
 """
 
 from __future__ import annotations
@@ -46,42 +47,42 @@ from pathlib import Path
 
 from course import layout, manifest
 from course.loader import root
-from course.runner import Run, TestResult, run_tests
+from course.results import TestResult, as_results
+from course.runner import Run, run_tests
 from course.sandbox import Sandbox
 
 DEFAULT_TEST_TIMEOUT = 60  # seconds per test
-STAGE_TIMEOUT = 20 * 60  # kept for callers of run_pytest; per-test limits decide now
 HIDDEN_DIR = "hidden_tests"
 MAX_STUB_BYTES = 4 << 20
 
 
-# ---- the old one-call runner (course check, course-level tests) -----------------------
+# ---- a run of the course as it is (course check, course-level tests) -------------------
 
 @dataclass
 class RunResult:
-    """One contained pytest run: per-test results as dicts and what went wrong around them."""
+    """One contained pytest run: its tests' results in order and what went wrong around them."""
 
-    results: list[dict] = field(default_factory=list)
+    results: list[TestResult] = field(default_factory=list)  # TestResults (or their dicts)
     errors: list[str] = field(default_factory=list)  # collection errors, crashes, time-outs
     output: str = ""
-    returncode: int = 0
     anomalies: list[str] = field(default_factory=list)
 
+    def __post_init__(self) -> None:
+        self.results = as_results(self.results)
 
-def _as_run_result(run: Run) -> RunResult:
-    return RunResult(results=[r.as_dict() for r in run.in_order()], errors=list(run.errors), output=run.output,
-                     returncode=0 if not run.errors else 1, anomalies=list(run.anomalies))
+    @classmethod
+    def of(cls, run: Run) -> "RunResult":
+        return cls(results=run.in_order(), errors=list(run.errors), output=run.output,
+                   anomalies=list(run.anomalies))
 
 
 def run_pytest(paths: list[str | Path], impl: str, *, timeout: int = DEFAULT_TEST_TIMEOUT,
-               extra: list[str] | None = None, stage_timeout: int = STAGE_TIMEOUT,
-               hidden: bool = False) -> RunResult:
+               extra: list[str] | None = None, hidden: bool = False) -> RunResult:
     """Run pytest on `paths` in the course as it is (no copy, no sandbox), against `impl`,
     one contained child process at a time (a crash or a time-out fails one test)."""
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     env.setdefault("COURSE_NO_RECORD", "1")
-    return _as_run_result(run_tests(paths, impl, root=root(), timeout=timeout, env=env, hidden=hidden,
-                                    extra=extra))
+    return RunResult.of(run_tests(paths, impl, root=root(), timeout=timeout, env=env, hidden=hidden, extra=extra))
 
 
 def stage_test_dir(st: manifest.Stage) -> Path:
@@ -98,10 +99,6 @@ def stage_test_paths(st: manifest.Stage, hidden: bool = True) -> list[Path]:
     if hidden and stage_hidden_dir(st).is_dir():
         paths.append(stage_hidden_dir(st))
     return paths
-
-
-def has_solution(st: manifest.Stage) -> bool:
-    return layout.has_solution(st)
 
 
 def gradeable(st: manifest.Stage) -> bool:
@@ -123,23 +120,18 @@ class Entry:
     visibility: str = "visible"
     stage: str = ""
     exercise: str = ""
-    state: str = ""  # done / partial / TODO / failing / error / tampering / no-gpu / note
+    state: str = ""  # a Score's state (done / partial / ...), or tampering
 
     def as_gradescope(self) -> dict:
         return {"name": self.name, "score": round(self.score, 2), "max_score": self.max_score,
                 "output": self.output, "visibility": self.visibility}
 
 
-def _is_hidden(nodeid: str) -> bool:
-    parts = nodeid.split("::")[0].replace("\\", "/").split("/")
-    return len(parts) >= 2 and parts[1] == HIDDEN_DIR
-
-
-def _first_problem(rs: list[dict]) -> str:
+def _first_problem(rs: list[TestResult]) -> str:
     for r in rs:
-        if r["outcome"] != "passed":
-            msg = r.get("message") or (f"skipped: {r.get('skip_reason')}" if r["outcome"] == "skipped" else "")
-            return f"{r['nodeid'].split('::')[-1]}: {msg}"
+        if r.outcome != "passed":
+            msg = r.message or (f"skipped: {r.skip_reason}" if r.outcome == "skipped" else "")
+            return f"{r.nodeid.split('::')[-1]}: {msg}"
     return ""
 
 
@@ -158,62 +150,92 @@ def _machine_has_cuda() -> bool:
     return _HAS_CUDA
 
 
-def _not_counted(r: dict) -> bool:
+def _not_counted(r: TestResult) -> bool:
     """A gpu test skipped by the plugin on a machine without CUDA: reported, not counted."""
-    return (r["outcome"] == "skipped" and r.get("gpu") and r.get("skip_reason", "").endswith("needs CUDA")
-            and not _machine_has_cuda())
+    return r.outcome == "skipped" and r.gpu and r.skip_reason.endswith("needs CUDA") and not _machine_has_cuda()
+
+
+@dataclass
+class Score:
+    """One exercise's tests, scored (see `score_exercise`)."""
+
+    state: str  # done / partial / failing / blocked / TODO / no-gpu / error
+    points: float  # earned
+    out_of: float  # what it is graded out of (0 when no test could count here)
+    passed: int = 0
+    counted: int = 0  # tests in the count (a skipped one counts, as not passed)
+    skipped: int = 0
+    uncounted: int = 0  # gpu tests skipped on a machine without CUDA
+    problem: str = ""  # `test_name: message` of the first test in the count that did not pass
+
+
+def score_exercise(ex_id: str, points: float, results, weighted: bool = False) -> Score:
+    """The one scoring rule of `course check`, `course status` and `course grade`.
+
+    Of the exercise's tests, a gpu test skipped without CUDA is left out of the count (all
+    of them: "no-gpu", graded out of 0); no test at all is an "error". The exercise earns
+    `points` times the share of the counted tests that passed (a skipped test counts as not
+    passed), by number, or with `weighted` by each test's `points=N` (1 if not given). Its
+    state: "done" when every counted test passed; else "blocked" when every failure stops
+    at another exercise's TODO; "TODO" when none passed and one stops at a TODO; else
+    "partial" or "failing"."""
+    rs = as_results(results)
+    if not rs:
+        return Score("error", 0.0, points)
+    counted = [r for r in rs if not _not_counted(r)]
+    uncounted = len(rs) - len(counted)
+    if not counted:
+        return Score("no-gpu", 0.0, 0, uncounted=uncounted)
+    weights = [r.points if weighted and r.points and r.points > 0 else 1.0 for r in counted]
+    passed = [r.outcome == "passed" for r in counted]
+    npass = sum(passed)
+    failed = [r for r in counted if r.outcome == "failed"]
+    if npass == len(counted):
+        state = "done"
+    elif failed and all(r.todo_id not in (None, ex_id) for r in failed):
+        state = "blocked"
+    elif not npass and any(r.todo_id for r in counted):
+        state = "TODO"
+    else:
+        state = "partial" if npass else "failing"
+    frac = sum(w for w, ok in zip(weights, passed) if ok) / sum(weights)
+    return Score(state, points * frac, points, npass, len(counted), sum(r.outcome == "skipped" for r in counted),
+                 uncounted, "" if state == "done" else _first_problem(counted))
 
 
 def grade_stage(st: manifest.Stage, run: RunResult, with_hidden: bool = False) -> list[Entry]:
     """Entries of one stage from a run: one per exercise (visible tests), and with
     `with_hidden` one per exercise that has hidden tests."""
-    vis: dict[str, list[dict]] = {e.id: [] for e in st.exercises}
-    hid: dict[str, list[dict]] = {e.id: [] for e in st.exercises}
+    vis: dict[str, list[TestResult]] = {e.id: [] for e in st.exercises}
+    hid: dict[str, list[TestResult]] = {e.id: [] for e in st.exercises}
     for r in run.results:
-        ex = r.get("exercise")
-        if ex in vis:
-            (hid if _is_hidden(r["nodeid"]) else vis)[ex].append(r)
+        if r.exercise in vis:
+            (hid if r.hidden else vis)[r.exercise].append(r)
     entries = []
     for ex in st.exercises:
-        rs = vis[ex.id]
-        name = f"{ex.id} {ex.title}"
-        if not rs:
-            why = run.errors[0] if run.errors else "no test of this exercise ran"
-            entries.append(Entry(name, 0.0, ex.points, f"ERROR: {why}", stage=st.number, exercise=ex.id,
-                                 state="error"))
-            continue
-        counted = [r for r in rs if not _not_counted(r)]
-        if not counted:
-            entries.append(Entry(name, 0.0, 0, f"not graded here: all {len(rs)} test(s) need CUDA and this machine "
-                                 "has none", stage=st.number, exercise=ex.id, state="no-gpu"))
-            continue
-        passed = sum(r["outcome"] == "passed" for r in counted)
-        frac = passed / len(counted)
-        skipped = sum(r["outcome"] == "skipped" for r in counted)
-        extra = f" ({skipped} skipped, counted as not passed)" if skipped else ""
-        gpu_note = f"; {len(rs) - len(counted)} gpu test(s) not counted (no CUDA)" if len(rs) > len(counted) else ""
-        if frac == 1.0:
-            state, out = "done", f"{passed}/{len(counted)} tests passed{gpu_note}"
+        s = score_exercise(ex.id, ex.points, vis[ex.id])
+        if s.state == "error":
+            out = f"ERROR: {run.errors[0] if run.errors else 'no test of this exercise ran'}"
+        elif s.state == "no-gpu":
+            out = f"not graded here: all {s.uncounted} test(s) need CUDA and this machine has none"
         else:
-            todo = any(r.get("todo") for r in rs)
-            state = "TODO" if todo and passed == 0 else ("partial" if passed else "failing")
-            out = f"{passed}/{len(counted)} tests passed{extra}{gpu_note}. First problem: {_first_problem(counted)}"
-        entries.append(Entry(name, ex.points * frac, ex.points, out, stage=st.number, exercise=ex.id, state=state))
+            gpu_note = f"; {s.uncounted} gpu test(s) not counted (no CUDA)" if s.uncounted else ""
+            out = f"{s.passed}/{s.counted} tests passed"
+            if s.state == "done":
+                out += gpu_note
+            else:
+                skipped = f" ({s.skipped} skipped, counted as not passed)" if s.skipped else ""
+                out += f"{skipped}{gpu_note}. First problem: {s.problem}"
+        entries.append(Entry(f"{ex.id} {ex.title}", s.points, s.out_of, out, stage=st.number, exercise=ex.id,
+                             state=s.state))
     if with_hidden:
         for ex in st.exercises:
-            rs = [r for r in hid[ex.id] if not _not_counted(r)]
-            if not rs:
+            s = score_exercise(ex.id, ex.points, hid[ex.id], weighted=True)
+            if s.state in ("error", "no-gpu"):
                 continue
-            weights = [float(r.get("points") or 1) for r in rs]
-            frac = sum(w for w, r in zip(weights, rs) if r["outcome"] == "passed") / sum(weights)
-            npass = sum(r["outcome"] == "passed" for r in rs)
-            out = f"{npass}/{len(rs)} hidden tests passed"
-            if npass < len(rs):
-                out += f". First problem: {_first_problem(rs)}"
-            todo = any(r.get("todo") for r in rs)
-            state = "done" if npass == len(rs) else ("partial" if npass else ("TODO" if todo else "failing"))
-            entries.append(Entry(f"{ex.id} {ex.title} (hidden tests)", ex.points * frac, ex.points, out,
-                                 visibility="after_due_date", stage=st.number, exercise=ex.id, state=state))
+            out = f"{s.passed}/{s.counted} hidden tests passed" + (f". First problem: {s.problem}" if s.problem else "")
+            entries.append(Entry(f"{ex.id} {ex.title} (hidden tests)", s.points, s.out_of, out,
+                                 visibility="after_due_date", stage=st.number, exercise=ex.id, state=s.state))
     return entries
 
 
@@ -492,10 +514,10 @@ def grade_one(st: manifest.Stage, impl: str, *, submission: Path | None, hidden_
         for c in (ws.canary_fail, ws.canary_pass):
             run.results.pop(c, None)
             run.collected.pop(c, None)
-        rr = _as_run_result(run)
+        rr = RunResult.of(run)
         rr.results += _uncollected_failures(run, ws)
         for r in rr.results:
-            r["message"] = _redact(r.get("message", ""), ws.hidden_sources)
+            r.message = _redact(r.message, ws.hidden_sources)
         rr.errors = [_redact(_localise(e, ws.path), ws.hidden_sources) for e in rr.errors]
         entries = grade_stage(st, rr, with_hidden=True)
     finally:
@@ -544,7 +566,7 @@ def _check_canaries_and_collection(run: Run, ws: Workspace) -> list[str]:
     return out
 
 
-def _uncollected_failures(run: Run, ws: Workspace) -> list[dict]:
+def _uncollected_failures(run: Run, ws: Workspace) -> list[TestResult]:
     """A failing result for every marked test function of a file that did not collect."""
     files = {n.split("::")[0] for n in run.collected}
     out = []
@@ -555,9 +577,8 @@ def _uncollected_failures(run: Run, ws: Workspace) -> list[dict]:
         why = next((e for e in run.errors if key in e), run.errors[0] if run.errors else
                    "no test of it was collected (skipped or stopped at import), so its tests count as not passed")
         for fn, ex in marked_functions(ws.path / rel).items():
-            out.append({"nodeid": f"{key}::{fn}", "exercise": ex, "points": None, "given": False, "gpu": False,
-                        "outcome": "failed", "todo": None, "message": f"{key} was not collected: {_localise(why, ws.path)}",
-                        "duration": 0.0, "skip_reason": ""})
+            out.append(TestResult(f"{key}::{fn}", exercise=ex, outcome="failed",
+                                  message=f"{key} was not collected: {_localise(why, ws.path)}"))
     return out
 
 

@@ -10,26 +10,28 @@ An exercise is
              run's until the next one).
 
 Every pytest run in student mode records its results (see the pytest plugin) in
-`.course/progress.json` under the course root: per exercise, the outcome of each of its
-tests and the hash of the module they ran against. A run of some of the tests (`pytest
--k ...`) updates those tests and keeps the others, as long as the module did not change.
-Tests of given code are recorded per stage, apart.
+`.course/progress.json` under the course root: per exercise, each of its tests' result
+(`course.results.TestResult.to_dict()`) and the hash of the module they ran against. A run
+of some of the tests (`pytest -k ...`) updates those tests and keeps the others, as long as
+the module did not change. Tests of given code are recorded per stage, apart. States and
+points come from `course.grading.score_exercise`, the rule of `course grade`. What an older
+version wrote and this one cannot read (an entry without tests, a test without an id) is
+left out, as if never run.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from course import feedback, layout, manifest
+from course.grading import score_exercise
 from course.loader import root
+from course.results import TestResult, as_results, has_hole
 
-STATES = ("done", "partial", "failing", "blocked", "started", "TODO", "error", "missing")
-_KEEP = ("nodeid", "exercise", "points", "given", "gpu", "outcome", "todo", "message", "skip_reason")
 GIVEN_KEY = "_given"  # {stage number: {"passed": n, "failed": n, "skipped": n, "module_hash": h}}
 
 
@@ -73,6 +75,18 @@ def _load() -> dict:
         return {}
 
 
+def _saved_tests(rec) -> list[TestResult]:
+    """The tests of a saved exercise entry; what does not read as a test result is left out."""
+    tests = rec.get("tests") if isinstance(rec, dict) else None
+    out = []
+    for t in tests if isinstance(tests, list) else []:
+        try:
+            out.append(TestResult.from_dict(t))
+        except ValueError:
+            pass
+    return out
+
+
 def _stage_of_nodeid(nodeid: str) -> manifest.Stage | None:
     try:
         return manifest.stage(nodeid.replace("\\", "/").split("/", 1)[0])
@@ -80,17 +94,17 @@ def _stage_of_nodeid(nodeid: str) -> manifest.Stage | None:
         return None
 
 
-def record(results: list[dict]) -> None:
+def record(results) -> None:
     """Merge one run's per-test results into the progress file."""
-    by_ex: dict[str, list[dict]] = {}
-    given: dict[str, list[dict]] = {}
-    for r in results:
-        if "/hidden_tests/" in str(r.get("nodeid", "")).replace("\\", "/"):
+    by_ex: dict[str, list[TestResult]] = {}
+    given: dict[str, list[TestResult]] = {}
+    for r in as_results(results):
+        if r.hidden:
             continue  # an instructor's tests: graded by `course grade`, not progress
-        if r.get("exercise"):
-            by_ex.setdefault(r["exercise"], []).append(r)
-        elif r.get("given"):
-            st = _stage_of_nodeid(r.get("nodeid", ""))
+        if r.exercise:
+            by_ex.setdefault(r.exercise, []).append(r)
+        elif r.given:
+            st = _stage_of_nodeid(r.nodeid)
             if st is not None:
                 given.setdefault(st.number, []).append(r)
     if not by_ex and not given:
@@ -110,24 +124,23 @@ def record(results: list[dict]) -> None:
             continue
         h = module_hash(st)
         old = data.get(ex_id) if isinstance(data.get(ex_id), dict) else {}
-        tests = {t["nodeid"]: t for t in old.get("tests", [])} if old.get("module_hash") == h else {}
-        for r in rs:
-            tests[r["nodeid"]] = {k: r.get(k) for k in _KEEP}
+        tests = {t.nodeid: t for t in _saved_tests(old)} if old.get("module_hash") == h else {}
+        tests.update((r.nodeid, r) for r in rs)
         ts = list(tests.values())
-        failed = [t for t in ts if t["outcome"] == "failed"]
+        s = score_exercise(ex_id, manifest.exercise(ex_id).points, ts)
         pick = feedback.pick_failure(ts, ex_id)
         data[ex_id] = {
-            "state": "failing" if failed else "done",
-            "passed": sum(t["outcome"] == "passed" for t in ts),
+            "state": s.state,
+            "passed": s.passed,
             "total": len(ts),
-            "message": (pick or {}).get("message", "") if failed else "",
+            "message": pick.message if pick is not None else "",
             "module_hash": h,
             "time": time.time(),
-            "tests": ts,
+            "tests": [t.to_dict() for t in ts],
         }
     g = data.get(GIVEN_KEY) if isinstance(data.get(GIVEN_KEY), dict) else {}
     for number, rs in given.items():
-        g[number] = {k: sum(r["outcome"] == k for r in rs) for k in ("passed", "failed", "skipped")}
+        g[number] = {k: sum(r.outcome == k for r in rs) for k in ("passed", "failed", "skipped")}
         g[number]["module_hash"] = module_hash(manifest.stage(number))
     if given:
         data[GIVEN_KEY] = g
@@ -184,38 +197,29 @@ class ExerciseStatus:
         return not self.done and self.state != "no-gpu"
 
 
-def _stub_pattern(ex_id: str) -> re.Pattern:
-    return re.compile(r"raise\s+NotImplementedError\(\s*['\"]Exercise " + re.escape(ex_id) + r":")
-
-
 def status() -> list[ExerciseStatus]:
     """Every exercise's state, points and blockers, from the saved results (no test runs)."""
     data = _load()
     out: list[ExerciseStatus] = []
-    tests_of: dict[str, list[dict]] = {}
+    tests_of: dict[str, list[TestResult]] = {}
     for st in manifest.STAGES:
         text = package_text(st)
         h = package_hash(st)
-        stage_tests = [t for ex in st.exercises for t in (data.get(ex.id) or {}).get("tests", [])]
-        graded = feedback.scores(st, stage_tests) if stage_tests else {}
         for ex in st.exercises:
             rec = data.get(ex.id) if isinstance(data.get(ex.id), dict) else None
-            tests_of[ex.id] = (rec or {}).get("tests", [])
-            score, state, out_of = graded.get(ex.id, (0.0, "TODO", ex.points))
             if rec is not None and "tests" not in rec:  # written by an older course version
                 rec = None
+            tests_of[ex.id] = _saved_tests(rec)
+            s = score_exercise(ex.id, ex.points, tests_of[ex.id])
             if text is None:
                 out.append(ExerciseStatus(st, ex, "missing", f"{st.folder}/{st.module}/ not found"))
             elif rec and rec.get("module_hash") == h:
-                failed = [t for t in rec["tests"] if t["outcome"] == "failed"]
-                if failed and all(feedback.todo_of(t) not in (None, ex.id) for t in failed):
-                    state = "blocked"
-                out.append(ExerciseStatus(st, ex, state, rec.get("message", ""), score, out_of))
-            elif _stub_pattern(ex.id).search(text) and not (rec and score > 0):
+                out.append(ExerciseStatus(st, ex, s.state, str(rec.get("message") or ""), s.points, s.out_of))
+            elif has_hole(text, ex.id) and not (rec and s.points > 0):
                 out.append(ExerciseStatus(st, ex, "TODO"))
             else:
                 out.append(ExerciseStatus(st, ex, "started", f"changed since the last run: "
-                                          f"`course check {st.number}`", score if rec else 0.0))
+                                          f"`course check {st.number}`", s.points if rec else 0.0))
     states = {r.exercise.id: r.state for r in out}
     for r in out:
         if r.pending:

@@ -9,8 +9,8 @@
 - fixture `one_thread`: torch on one thread for a module's tests (restored afterwards).
   Stages whose tests run thousands of tiny matrix products use it from their conftest:
   a second thread only adds synchronisation there, or waiting for a core on a busy machine.
-- `--course-results FILE`: write every test's outcome, exercise and first failure line as
-  JSON (kept for tools that read a file after the run).
+- `--course-results FILE`: write every test's result (`course.results.TestResult`: outcome,
+  exercise, first failure line, ...) as JSON (kept for tools that read a file after the run).
 - `--course-events-fd N`: stream one JSON line per event (collected, start, result,
   finish) to file descriptor N as it happens. `course grade` and `course check` read it
   in the parent process, which decides and writes the results (see `course.runner`).
@@ -32,14 +32,18 @@ import signal
 import sys
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from course import loader
+from course.results import META, RAN, TestResult, todo_line, todo_of_message
 
-_RESULTS_KEY = pytest.StashKey[list]()
+_RESULTS_KEY = pytest.StashKey[list]()  # the TestResult of every test that ran, in order
 _ERRORS_KEY = pytest.StashKey[list]()
+_META_KEY = pytest.StashKey[dict]()  # nodeid -> TestResult of a collected test (META only)
+_RUNNING_KEY = pytest.StashKey[dict]()  # nodeid -> TestResult being assembled from its phases
 HIDDEN_DIR = "hidden_tests"
 HARD_GRACE = 10.0  # seconds after the time limit before the watchdog ends the process
 
@@ -292,7 +296,7 @@ def _todo_message(excinfo) -> str | None:
         if exc is None or id(exc) in seen:
             continue
         seen.add(id(exc))
-        if isinstance(exc, NotImplementedError) and str(exc).startswith("Exercise "):
+        if isinstance(exc, NotImplementedError) and todo_of_message(str(exc)) is not None:
             return str(exc)
         todo += [exc.__cause__, exc.__context__, *getattr(exc, "exceptions", ())]
     return None
@@ -320,35 +324,15 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
         msg = _todo_message(call.excinfo)
         if msg is not None:
             path, lineno, _ = item.location
-            from course.feedback import todo_line
+            from course import feedback
 
-            report.longrepr = TodoRepr(todo_line(msg, item.get_closest_marker("exercise")), path,
+            report.longrepr = TodoRepr(feedback.todo_line(msg, item.get_closest_marker("exercise")), path,
                                        (lineno or 0) + 1)
             report.user_properties.append(("todo", msg))
         else:  # one informative line for the summary and the results (see course.feedback)
             from course.feedback import sharpen_report
 
             sharpen_report(report, call.excinfo.value)
-    if report.when == "call" or (report.when == "setup" and not report.passed):
-        try:
-            ex = exercise_of(item)
-        except pytest.UsageError:
-            ex = None
-        todo = next((v for k, v in report.user_properties if k == "todo"), None)
-        m = item.get_closest_marker("exercise")
-        item.config.stash[_RESULTS_KEY].append({
-            "nodeid": item.nodeid,
-            "exercise": ex,
-            "points": (m.kwargs.get("points") if m is not None else None),
-            "given": item.get_closest_marker("given") is not None,
-            "gpu": item.get_closest_marker("gpu") is not None,  # as the events carry: same scoring
-            "outcome": report.outcome,  # passed / failed / skipped
-            "skip_reason": (str(report.longrepr[2]) if report.skipped and isinstance(report.longrepr, tuple)
-                            and len(report.longrepr) == 3 else ""),
-            "todo": todo,
-            "message": "" if report.passed else (f"TODO: {todo}" if todo else _first_line(report)),
-            "duration": round(report.duration, 4),
-        })
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
@@ -370,7 +354,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             "impl": loader.current_impl(),
             "time": time.time(),
             "exitstatus": int(exitstatus),
-            "results": results,
+            "results": [r.to_dict() for r in results],
             "errors": session.config.stash.get(_ERRORS_KEY, []),
         }, indent=1), encoding="utf-8")
     # Remember the learner's latest results for `course status` (never for the solution runs).
@@ -389,9 +373,6 @@ class CourseTimeout(BaseException):
     """Raised by the per-test alarm. A BaseException, so that neither the learner's
     `except Exception` nor Hypothesis (which catches failures to shrink and replay them)
     can swallow it and run the hanging code again without a timer."""
-
-
-_timer_lock = threading.Lock()
 
 
 _in_phase = False  # inside a test's setup, call or teardown (not pytest's own reporting)
@@ -447,7 +428,6 @@ def pytest_timeout_set_timer(item: pytest.Item, settings) -> bool:
             faulthandler.dump_traceback_later(limit + HARD_GRACE, exit=True, file=_REAL_STDERR)
         except (OSError, ValueError):
             pass
-    item.stash[_TIMER_KEY] = limit
     return True
 
 
@@ -458,9 +438,6 @@ def pytest_timeout_cancel_timer(item: pytest.Item) -> bool:
         signal.signal(signal.SIGALRM, signal.SIG_DFL)
     faulthandler.cancel_dump_traceback_later()
     return True
-
-
-_TIMER_KEY = pytest.StashKey[float]()
 
 
 # ---- the event stream read by the grading parent -------------------------------------
@@ -480,26 +457,28 @@ def _emit(event: dict) -> None:
         pass
 
 
-def _item_meta(item: pytest.Item) -> dict:
+def _item_meta(item: pytest.Item) -> TestResult:
     try:
         ex = exercise_of(item)
     except pytest.UsageError:
         ex = None
     m = item.get_closest_marker("exercise")
-    return {"nodeid": item.nodeid, "exercise": ex,
-            "points": (m.kwargs.get("points") if m is not None else None),
-            "given": item.get_closest_marker("given") is not None,
-            "gpu": item.get_closest_marker("gpu") is not None}
+    return TestResult.from_dict({"nodeid": item.nodeid, "exercise": ex,
+                                 "points": (m.kwargs.get("points") if m is not None else None),
+                                 "given": item.get_closest_marker("given") is not None,
+                                 "gpu": item.get_closest_marker("gpu") is not None})
 
 
 @pytest.hookimpl(trylast=True)
 def pytest_collection_finish(session: pytest.Session) -> None:
     global _events_fd
+    metas = [_item_meta(it) for it in session.items]
+    session.config.stash[_META_KEY] = {m.nodeid: m for m in metas}
     fd = session.config.getoption("--course-events-fd", None)
     if fd is None:
         return
     _events_fd = fd
-    _emit({"ev": "collected", "tests": [_item_meta(it) for it in session.items],
+    _emit({"ev": "collected", "tests": [m.to_dict(META) for m in metas],
            "errors": list(session.config.stash.get(_ERRORS_KEY, []))})
 
 
@@ -507,36 +486,43 @@ def pytest_runtest_logstart(nodeid: str, location) -> None:
     _emit({"ev": "start", "nodeid": nodeid})
 
 
-_PHASES = pytest.StashKey[dict]()
+def _meta(nodeid: str) -> TestResult:
+    return _current_config.stash.get(_META_KEY, {}).get(nodeid) or TestResult(nodeid)
+
+
+def _running(nodeid: str) -> TestResult:
+    """The result of a running test, assembled phase by phase (it starts as passed)."""
+    running = _current_config.stash.setdefault(_RUNNING_KEY, {})
+    if nodeid not in running:
+        running[nodeid] = replace(_meta(nodeid), outcome="passed")
+    return running[nodeid]
 
 
 @pytest.hookimpl(trylast=True)
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    if _events_fd is None:
+    """Fold one phase's report (setup, call, teardown) into the test's result: the first
+    failure decides it, else a skip; the durations add up."""
+    if _current_config is None:
         return
-    phases = _current_config.stash.setdefault(_PHASES, {}) if _current_config is not None else {}
-    rec = phases.setdefault(report.nodeid, {"outcome": "passed", "message": "", "todo": None,
-                                            "skip_reason": "", "duration": 0.0})
-    rec["duration"] += report.duration
+    r = _running(report.nodeid)
+    r.duration += report.duration
     todo = next((v for k, v in report.user_properties if k == "todo"), None)
-    if report.failed and rec["outcome"] != "failed":
-        rec["outcome"] = "failed"
-        rec["todo"] = todo
-        rec["message"] = f"TODO: {todo}" if todo else _first_line(report)
+    if report.failed and r.outcome != "failed":
+        r.outcome, r.todo = "failed", todo
+        r.message = todo_line(todo) if todo else _first_line(report)
         if report.when == "teardown":
-            rec["message"] = "error in teardown: " + rec["message"]
-    elif report.skipped and rec["outcome"] == "passed":
-        rec["outcome"] = "skipped"
+            r.message = "error in teardown: " + r.message
+    elif report.skipped and r.outcome == "passed":
+        r.outcome = "skipped"
         lr = report.longrepr
-        rec["skip_reason"] = str(lr[2]) if isinstance(lr, tuple) and len(lr) == 3 else str(lr or "")
+        r.skip_reason = str(lr[2]) if isinstance(lr, tuple) and len(lr) == 3 else str(lr or "")
 
 
 def pytest_runtest_logfinish(nodeid: str, location) -> None:
-    if _events_fd is None:
+    if _current_config is None:
         return
-    phases = _current_config.stash.get(_PHASES, {}) if _current_config is not None else {}
-    rec = phases.pop(nodeid, {"outcome": "failed", "message": "no report", "todo": None,
-                              "skip_reason": "", "duration": 0.0})
-    rec["duration"] = round(rec["duration"], 4)
-    _emit({"ev": "result", "nodeid": nodeid, **rec})
-
+    r = _current_config.stash.get(_RUNNING_KEY, {}).pop(nodeid, None)
+    r = r or replace(_meta(nodeid), outcome="failed", message="no report")
+    r.duration = round(r.duration, 4)
+    _current_config.stash[_RESULTS_KEY].append(r)
+    _emit({"ev": "result", "nodeid": nodeid, **r.to_dict(RAN)})

@@ -27,35 +27,19 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from course.results import META, OUTCOMES, RAN, TestResult
 from course.sandbox import Sandbox
 
 GRACE = 5.0  # seconds past a test's limit before the parent kills its process
-
-
-@dataclass
-class TestResult:
-    nodeid: str
-    outcome: str  # passed / failed / skipped
-    message: str = ""
-    todo: str | None = None
-    skip_reason: str = ""
-    duration: float = 0.0
-    exercise: str | None = None
-    points: float | None = None
-    given: bool = False
-    gpu: bool = False
-    contained: str = ""  # "crash" / "timeout" when the parent decided the outcome
-
-    def as_dict(self) -> dict:
-        return dict(self.__dict__)
+MAX_PROCESSES = 10_000  # test processes of one run at most (each must report a result)
 
 
 @dataclass
 class Run:
-    collected: dict[str, dict] = field(default_factory=dict)  # nodeid -> metadata from the child
+    collected: dict[str, TestResult] = field(default_factory=dict)  # nodeid -> what collection told (META)
     results: dict[str, TestResult] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)  # collection errors, a run that could not start
     anomalies: list[str] = field(default_factory=list)  # protocol violations: tampering
@@ -86,8 +70,7 @@ def _ended(rc: int | None) -> str:
 
 def run_tests(paths: list[str | Path], impl: str, *, root: Path, timeout: float = 60,
               sandbox: Sandbox | None = None, env: dict | None = None, hidden: bool = True,
-              collect_timeout: float | None = None, extra: list[str] | None = None,
-              max_processes: int | None = None) -> Run:
+              collect_timeout: float | None = None, extra: list[str] | None = None) -> Run:
     """Run pytest on `paths` (under course root `root`) against `impl`, containing crashes
     and time-outs per test. `env` is the child's whole environment (None: inherit)."""
     run = Run()
@@ -100,8 +83,7 @@ def run_tests(paths: list[str | Path], impl: str, *, root: Path, timeout: float 
     try:
         if sandbox is not None:
             os.chmod(work, 0o755)
-        limit = max_processes or 10_000
-        while run.processes < limit:
+        while run.processes < MAX_PROCESSES:
             before = len(run.results)
             finished = _one_process(run, paths, impl, root=root, timeout=timeout, sandbox=sandbox, env=env,
                                     hidden=hidden, collect_timeout=collect_timeout, extra=extra or [],
@@ -114,7 +96,8 @@ def run_tests(paths: list[str | Path], impl: str, *, root: Path, timeout: float 
             if len(run.results) == before:  # no progress: do not spin
                 why = run.errors[-1] if run.errors else "the test process ended before running a test"
                 for n in remaining:
-                    run.results[n] = _from_meta(run.collected[n], "failed", f"not run: {why}", contained="crash")
+                    run.results[n] = replace(run.collected[n], outcome="failed", message=f"not run: {why}",
+                                             contained="crash")
                 break
             done_file.write_text("\n".join(run.results) + "\n", encoding="utf-8")
         run.output = "\n".join(outputs)
@@ -125,9 +108,10 @@ def run_tests(paths: list[str | Path], impl: str, *, root: Path, timeout: float 
         work.rmdir()
 
 
-def _from_meta(meta: dict, outcome: str, message: str, **kw) -> TestResult:
-    return TestResult(nodeid=meta["nodeid"], outcome=outcome, message=message, exercise=meta.get("exercise"),
-                      points=meta.get("points"), given=bool(meta.get("given")), gpu=bool(meta.get("gpu")), **kw)
+def _failed(run: Run, nodeid: str, message: str, contained: str, **kw) -> TestResult:
+    """The parent's own verdict on a test the child could not report."""
+    meta = run.collected.get(nodeid) or TestResult(nodeid)
+    return replace(meta, outcome="failed", message=message, contained=contained, **kw)
 
 
 def _one_process(run: Run, paths, impl, *, root, timeout, sandbox, env, hidden, collect_timeout, extra,
@@ -212,21 +196,19 @@ def _one_process(run: Run, paths, impl, *, root, timeout, sandbox, env, hidden, 
         run.collect_failed = True
         return True
     if state.in_flight is not None:
-        meta = run.collected.get(state.in_flight, {"nodeid": state.in_flight})
         if killed_for is not None:
             msg = (f"Timeout: stopped by the grader after {timeout:g} s (+{GRACE:g} s grace): the test "
                    f"did not finish within its time limit (a loop, perhaps inside C code)")
-            run.results[state.in_flight] = _from_meta(meta, "failed", msg, contained="timeout", duration=timeout)
+            run.results[state.in_flight] = _failed(run, state.in_flight, msg, "timeout", duration=timeout)
         else:
-            run.results[state.in_flight] = _from_meta(meta, "failed", f"crashed: {_ended(rc)}", contained="crash")
+            run.results[state.in_flight] = _failed(run, state.in_flight, f"crashed: {_ended(rc)}", "crash")
         return False
     if state.finished:
         stopped = state.exitstatus in (2, 3)  # pytest's INTERRUPTED, INTERNAL_ERROR
         if state.interrupted is not None:
-            meta = run.collected.get(state.interrupted, {"nodeid": state.interrupted})
             why = _last_error_line(outputs[-1]) or ("interrupted" if state.exitstatus == 2 else "an internal error")
-            run.results[state.interrupted] = _from_meta(
-                meta, "failed", f"the test session stopped during this test ({why})", contained="crash")
+            run.results[state.interrupted] = _failed(
+                run, state.interrupted, f"the test session stopped during this test ({why})", "crash")
         missing = [n for n in state.expected if n not in run.results]
         if missing and (stopped or state.interrupted is not None):
             return False  # resume the rest in a new process
@@ -282,15 +264,21 @@ class _Reader:
                 return
             self.seen_collected = True
             for t in ev.get("tests", []):
-                if isinstance(t, dict) and isinstance(t.get("nodeid"), str):
-                    run.collected.setdefault(t["nodeid"], t)
-                    self.expected.append(t["nodeid"])
+                try:
+                    meta = TestResult.from_dict({k: t.get(k) for k in META})
+                except (ValueError, AttributeError):
+                    continue
+                run.collected.setdefault(meta.nodeid, meta)
+                self.expected.append(meta.nodeid)
             for e in ev.get("errors", []):
                 if e not in run.errors:
                     run.errors.append(str(e))
             self.deadline = time.monotonic() + self.timeout + GRACE
         elif kind == "start":
             node = ev.get("nodeid")
+            if not isinstance(node, str):
+                self._anomaly(f"a start event without a test id: {node!r:.80}")
+                return
             if not self.seen_collected or node not in self.expected:
                 self._anomaly(f"a test that was not collected started: {node}")
             elif self.in_flight is not None:
@@ -301,20 +289,20 @@ class _Reader:
             self.deadline = time.monotonic() + self.timeout + GRACE
         elif kind == "result":
             node = ev.get("nodeid")
-            if node != self.in_flight:
+            if not isinstance(node, str) or node != self.in_flight:
                 self._anomaly(f"a result for {node}, which was not the running test ({self.in_flight})")
                 return
             if node in run.results:
                 self._anomaly(f"a second result for {node}")
                 return
             outcome = ev.get("outcome")
-            if outcome not in ("passed", "failed", "skipped"):
+            if outcome not in OUTCOMES:
                 self._anomaly(f"an unknown outcome {outcome!r} for {node}")
                 outcome = "failed"
-            meta = run.collected.get(node, {"nodeid": node})
-            run.results[node] = _from_meta(meta, outcome, str(ev.get("message") or "")[:500],
-                                           todo=ev.get("todo"), skip_reason=str(ev.get("skip_reason") or "")[:300],
-                                           duration=float(ev.get("duration") or 0.0))
+            meta = run.collected.get(node) or TestResult(node)
+            ran = TestResult.from_dict({"nodeid": node, **{k: ev.get(k) for k in RAN}})  # never `contained`
+            run.results[node] = replace(meta, outcome=outcome, message=ran.message[:500], todo=ran.todo,
+                                        skip_reason=ran.skip_reason[:300], duration=ran.duration)
             self.in_flight = None
             self.deadline = time.monotonic() + self.timeout + GRACE
         elif kind == "finish":

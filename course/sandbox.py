@@ -20,7 +20,6 @@ CPU time is bounded by the parent's wall-clock limit per test (it kills the proc
 not by RLIMIT_CPU: on Linux a process-wide CPU limit arms a CPU timer, and while one is
 armed the kernel reports the process's CPU clock (`time.process_time`) at scheduler-tick
 resolution (4 ms), which breaks the course's own CPU-time measurements (stage 08).
-`Sandbox.cpu_seconds` sets one anyway for callers who want it.
 """
 
 from __future__ import annotations
@@ -36,7 +35,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 UID_RANGE = range(61000, 62000)  # where the sandbox's user id is looked for
-CPU_SECONDS = None  # see the module docstring: no RLIMIT_CPU by default
 FILE_BYTES = 1 << 30  # 1 GiB: no single file may grow larger (a runaway log)
 NPROC = 2048  # processes + threads of the sandbox user (torch starts a thread per core)
 _PR_SET_CHILD_SUBREAPER = 36
@@ -119,7 +117,6 @@ class Sandbox:
 
     uid: int | None = None  # None: the grader's own user
     memory: int = field(default_factory=_default_memory)
-    cpu_seconds: int | None = CPU_SECONDS
     home: Path | None = None  # a private HOME / TMPDIR for the child
     note: str = ""  # what this sandbox does not do, said once to the instructor
     subreaper: bool = False
@@ -171,8 +168,6 @@ class Sandbox:
                 pass
 
         cap(resource.RLIMIT_CORE, 0)
-        if self.cpu_seconds:
-            cap(resource.RLIMIT_CPU, self.cpu_seconds)
         cap(resource.RLIMIT_AS, self.memory)
         cap(resource.RLIMIT_FSIZE, FILE_BYTES)
         if self.uid is not None:
@@ -183,11 +178,6 @@ class Sandbox:
         if self.uid is not None:
             kw.update(user=self.uid, group=self.uid, extra_groups=[])
         return kw
-
-    def chown_for_child(self, path: Path) -> None:
-        """Give the child a folder it may write (its HOME, its temporary files)."""
-        if self.uid is not None:
-            os.chown(path, self.uid, self.uid)
 
     # -- cleaning up ----------------------------------------------------------------------
     def reap(self, group: int | None = None) -> int:

@@ -36,7 +36,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from course import layout, manifest
+from course import layout, manifest, results
 from course.loader import root
 
 BEGIN = re.compile(r"^(?P<indent>[ \t]*)# BEGIN SOLUTION (?P<id>\d+\.\d+)\s*$")
@@ -113,7 +113,7 @@ def hints(source: str, filename: str = "<solution>") -> dict[str, list[str]]:
 def stub_message(ex_id: str) -> str:
     ex = manifest.exercise(ex_id)
     st = manifest.stage_of(ex_id)
-    return f"Exercise {ex.id}: {ex.title} — see {st.folder}.ipynb"
+    return results.todo_message(ex.id, ex.title, f"{st.folder}.ipynb")
 
 
 def _header(st: manifest.Stage, sol_rel: str, holes: dict[str, list[int]]) -> list[str]:

@@ -48,6 +48,22 @@ def test_np_testing_failure_is_summarised_past_its_blank_first_line():
     assert text.startswith("AssertionError: Not equal to tolerance") and "Mismatched elements" in text
 
 
+def test_a_tests_own_assertion_message_is_shown_without_pytests_explanation(tmp_path):
+    """`assert ok, "fresh buffers must be zeros"` reads as the test's words, not as
+    `assert (False) · + where ...`; a bare `assert x == 4` keeps pytest's explanation."""
+    (tmp_path / "test_m.py").write_text(
+        "def test_said():\n    ok = [1, 2] == [0, 0]\n    assert ok, 'fresh buffers must be zeros'\n\n\n"
+        "def test_bare():\n    x = 3\n    assert x == 4\n")
+    res = tmp_path / "r.json"
+    env = dict(os.environ, COURSE_NO_RECORD="1")
+    subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tmp_path / "test_m.py"),
+                    f"--course-results={res}"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    got = {r["nodeid"].split("::")[-1]: r["message"] for r in json.loads(res.read_text())["results"]}
+    assert got["test_said"] == "AssertionError: fresh buffers must be zeros", got
+    assert got["test_bare"] == "AssertionError: assert 3 == 4", got
+    assert feedback.summarize_text("AssertionError: ok\nassert False\n + where False = f()") == "AssertionError: ok"
+
+
 def test_plain_and_grouped_exceptions_are_summarised():
     assert feedback.summarize(ValueError("shape (2, 3) vs (3,)")) == "ValueError: shape (2, 3) vs (3,)"
     assert feedback.summarize(AssertionError()) == "AssertionError"
