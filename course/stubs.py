@@ -130,9 +130,10 @@ def _header(st: manifest.Stage, sol_rel: str, holes: dict[str, list[int]]) -> li
     return out
 
 
-def make_stub(source: str, module: str, filename: str = "<solution>") -> str:
+def make_stub(source: str, module: str, filename: str = "<solution>", solved: frozenset[str] = frozenset()) -> str:
     """The stub text for one solution file of stage `module` (`filename`: its path, shown in
-    the header and in errors)."""
+    the header and in errors). `solved`: exercises whose bodies stay filled in (a learner
+    partway through the stage, as the course's tests model one)."""
     st = manifest.stage(module)
     lines = source.splitlines(keepends=True)
     regs = regions(source, filename)
@@ -147,6 +148,10 @@ def make_stub(source: str, module: str, filename: str = "<solution>") -> str:
         if manifest.stage_of(r.exercise) is not st:
             raise MarkerError(f"{filename}:{r.begin}: exercise {r.exercise} belongs to another stage")
         body.extend(lines[pos : r.begin - 1])
+        if r.exercise in solved:
+            body.extend(lines[r.begin : r.end - 1])
+            pos = r.end
+            continue
         indent = BEGIN.match(lines[r.begin - 1].rstrip("\n"))["indent"]  # type: ignore[index]
         body.append(f"{indent}raise NotImplementedError({msg!r})\n")
         holes.setdefault(r.exercise, []).append(len(body))
@@ -254,3 +259,15 @@ def check_all(only: list[str] | None = None) -> list[str]:
         problems.append(f"{p.relative_to(root())} was generated from a solution file that is gone "
                         "(run `course stubs --write` to remove it)")
     return problems
+
+
+def write_partial(st: manifest.Stage, dest: Path, solved: set[str]) -> Path:
+    """Write stage `st`'s learner package into `dest` (a folder of the same name as the
+    stub package) with the exercises in `solved` filled in and the others left as holes:
+    a learner partway through the stage. Returns `dest`."""
+    dest.mkdir(parents=True, exist_ok=True)
+    for sol in layout.solution_files(st):
+        rel = str(sol.relative_to(root()))
+        (dest / sol.name).write_text(make_stub(sol.read_text(encoding="utf-8"), st.module, rel,
+                                               frozenset(solved)), encoding="utf-8")
+    return dest

@@ -25,5 +25,81 @@ def test_notebook_runs_under_nbval(st: manifest.Stage):
     # tests.nbclaims checks, on the outputs of this same run, that the prose states no figure
     # its checked outputs contradict and that no cell prints object reprs or tqdm warnings
     proc = run([sys.executable, "-m", "pytest", "--nbval-lax", "-q", "-p", "no:cacheprovider",
-                "-p", "tests.nbclaims", "--timeout=600", st.notebook], impl="solution", timeout=900)
+                "-p", "tests.nbclaims", "--timeout=600", st.notebook], impl="solution", timeout=900,
+               env={"COURSE_NB_CHECKS": "skip"})  # the exercises' tests run on their own elsewhere
     assert proc.returncode == 0, f"{st.notebook} failed under nbval:\n{proc.stdout[-4000:]}\n{proc.stderr[-2000:]}"
+
+
+def _execute(nb_path, root, impl: str, monkeypatch, timeout: int = 600) -> list[tuple[str, str]]:
+    """Run a notebook top to bottom in a fresh kernel; [(cell source, its text output)].
+    Raises nbclient's CellExecutionError for a cell that fails."""
+    import nbclient
+    import nbformat
+
+    monkeypatch.setenv("COURSE_IMPL", impl)
+    monkeypatch.setenv("COURSE_ROOT", str(root))
+    monkeypatch.setenv("COURSE_NB_CHECKS", "skip")
+    monkeypatch.setenv("COURSE_NO_RECORD", "1")
+    nb = nbformat.read(str(nb_path), as_version=4)
+    nbclient.NotebookClient(nb, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(root)}}).execute()
+    out = []
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            text = "".join(o.get("text", "") for o in cell.outputs if o.get("output_type") == "stream")
+            out.append((cell.source, text))
+    return out
+
+
+@pytest.mark.parametrize("st", stage_params())
+def test_notebook_runs_on_the_untouched_stub(st: manifest.Stage, monkeypatch):
+    """A learner opens the lesson before writing anything: every cell completes, and a cell
+    that needs an exercise says so in one line (`⏸ this cell needs exercise N.M ...`)."""
+    from course.notebook import PAUSE
+
+    cells = _execute(ROOT / st.notebook, ROOT, "student", monkeypatch)
+    paused = [src for src, text in cells if PAUSE in text]
+    assert paused, f"{st.notebook}: no cell paused on the stub (does it call course.lesson?)"
+    for src, text in cells:
+        assert "Traceback" not in text and text.count(PAUSE) <= 1, (src[:200], text[-500:])
+
+
+STAGE01_PARTIAL = (("1.1",), ("1.1", "1.2", "1.3", "1.4"))  # a learner partway through stage 01
+
+
+@pytest.mark.parametrize("solved", STAGE01_PARTIAL, ids=lambda s: f"through-{s[-1]}")
+def test_stage01_notebook_runs_partway_through(solved, tmp_path, monkeypatch):
+    """With exercises up to 1.k written and the rest holes, the lesson still runs top to
+    bottom; the cells of the written exercises run (no pause names them), and the first
+    cell that needs a later one pauses on it."""
+    import shutil
+
+    from course import stubs
+    from course.notebook import PAUSE
+
+    st = manifest.stage("01")
+    shutil.copytree(ROOT / st.folder, tmp_path / st.folder,
+                    ignore=shutil.ignore_patterns("__pycache__", st.module, "hidden_tests", "tests"))
+    (tmp_path / st.folder / "tests").mkdir()
+    stubs.write_partial(st, tmp_path / st.folder / st.module, set(solved))
+    cells = _execute(tmp_path / st.notebook, tmp_path, "student", monkeypatch)
+    pauses = [text for _, text in cells if PAUSE in text]
+    for text in pauses:
+        assert not any(f"exercise {ex} " in text for ex in solved), text
+    nxt = st.exercises[len(solved)].id
+    assert any(f"exercise {nxt} " in text for text in pauses), pauses[:3]
+
+
+def test_a_check_cell_prints_one_line(capsys, monkeypatch):
+    """`course.check("1.1")` in a lesson: one line, done on the reference, TODO on the stub."""
+    import course
+    from course import loader
+
+    monkeypatch.setattr(loader, "_forced_impl", None)  # `make test` passes --impl solution
+    monkeypatch.delenv("COURSE_NB_CHECKS", raising=False)
+    monkeypatch.setenv("COURSE_NO_RECORD", "1")
+    ex = manifest.exercise("1.1")
+    for impl, want in (("solution", f"✔ 1.1 {ex.title}: done"), ("student", f"· 1.1 {ex.title}: TODO")):
+        monkeypatch.setenv("COURSE_IMPL", impl)
+        course.check("1.1")
+        lines = capsys.readouterr().out.splitlines()
+        assert lines == [want], lines
