@@ -110,6 +110,8 @@ def cmd_check(args) -> int:
     lines, done = feedback.check_lines(st, run.results, run.errors, only=ex.id if ex else None,
                                        known=known or ({e.id: "done" for e in st.exercises} if ex else None))
     print("\n".join(lines))
+    for line in _speed_checks(st, run.results, ex):
+        print("\n".join(feedback.wrap(line, indent=" ⏱ ", max_lines=3)))
     took = time.perf_counter() - t0
     if ex:
         ok = done == 1 and not run.errors
@@ -124,6 +126,35 @@ def cmd_check(args) -> int:
 
 
 SHRINK_SECONDS = 20
+
+
+def _speed_checks(st: manifest.Stage, results, ex: manifest.Exercise | None) -> list[str]:
+    """A stage's quick speed check, once the exercise it times passes: its bench.py may define
+    `SPEED_CHECKED = "6.4"` and `speed_check() -> str | None` (a line when the code is correct
+    but slower than it needs to be). Correctness is the tests'; this only says "see the bench"."""
+    import importlib.util
+
+    from course import grading
+    from course.results import as_results
+
+    path = root() / st.folder / "bench.py"
+    if not path.is_file() or "def speed_check" not in path.read_text(encoding="utf-8", errors="replace"):
+        return []
+    spec = importlib.util.spec_from_file_location(f"course_bench_{st.number}", path)
+    bench = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(bench)  # type: ignore[union-attr]
+        target = getattr(bench, "SPEED_CHECKED", None)
+        if target is None or (ex is not None and ex.id != target):
+            return []
+        ex_t = manifest.exercise(target)
+        mine = [r for r in as_results(results) if r.exercise == target and not r.hidden]
+        if grading.score_exercise(target, ex_t.points, mine).state != "done":
+            return []
+        line = bench.speed_check()
+    except Exception as e:  # a speed check never fails a check; say why it did not run
+        return [f"speed check of stage {st.number} did not run: {type(e).__name__}: {e}"]
+    return [line] if line else []
 
 
 # ---- hint -------------------------------------------------------------------------------

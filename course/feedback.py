@@ -321,6 +321,9 @@ def check_lines(st: manifest.Stage, results, errors: list[str], only: str | None
         done += state == "done"
         name = _short(f"{ex.id} {ex.title}", 48)
         out.append(f" {SYMBOL.get(state, ' ')} {name:<48} {state:>8} {fmt_points(got, out_of):>11}")
+        if s.uncounted:  # say what a pass on this machine does not cover
+            out += wrap(f"{s.passed}/{s.counted} on CPU; {s.uncounted} GPU test{'s' if s.uncounted > 1 else ''} "
+                        "not run here (no CUDA): `course grade` on a GPU machine runs them")
         if state in ("done", "no-gpu"):
             continue
         if not rs:

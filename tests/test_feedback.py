@@ -331,3 +331,14 @@ def test_a_todo_of_another_exercise_says_which_test_needs_it():
     assert feedback.todo_line(msg, Marker()) == f"TODO: {msg} (a test of exercise 1.7 needs it)"
     assert feedback.todo_line(_todo("1.7"), Marker()) == f"TODO: {_todo('1.7')}"
     assert feedback.todo_line(msg, None) == f"TODO: {msg}"
+
+
+def test_check_says_when_gpu_tests_did_not_run():
+    """"5/5 on CPU; 2 GPU tests not run here": a pass on a machine without CUDA says what it
+    does not cover."""
+    st = manifest.stage("01")
+    rs = [_res(f"t11_{i}", "1.1", "passed") for i in range(3)]
+    rs += [{**_res(f"t11_gpu{i}", "1.1", "skipped"), "gpu": True, "skip_reason": "needs CUDA"} for i in range(2)]
+    lines, _ = feedback.check_lines(st, rs, [], only="1.1", known={})
+    text = " ".join(" ".join(lines).split())
+    assert "3/3 on CPU; 2 GPU tests not run here (no CUDA)" in text, lines
