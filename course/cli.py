@@ -104,12 +104,17 @@ def cmd_check(args) -> int:
         for k, v in saved.items():
             if v is not None:
                 os.environ[k] = v
-    if impl == "student":
+    tampered = list(getattr(run, "anomalies", []) or [])
+    if impl == "student" and not tampered:
         progress.record(run.results)
     known = {r.exercise.id: r.state for r in progress.status()} if ex and impl == "student" else None
     lines, done = feedback.check_lines(st, run.results, run.errors, only=ex.id if ex else None,
                                        known=known or ({e.id: "done" for e in st.exercises} if ex else None))
     print("\n".join(lines))
+    for what in tampered[:5]:
+        print("\n".join(feedback.wrap(f"TAMPERING: {what}", indent=" ! ", max_lines=3)))
+    if tampered:
+        print(" ! `course grade` scores this stage 0 while the code does this")
     for line in _speed_checks(st, run.results, ex):
         print("\n".join(feedback.wrap(line, indent=" ⏱ ", max_lines=3)))
     took = time.perf_counter() - t0
@@ -119,6 +124,8 @@ def cmd_check(args) -> int:
         print(f"{ex.id} {'done' if ok else 'not done yet'} in {took:.0f} s.{more} "
               f"Full output: pytest --impl {impl} {st.folder} --exercise {ex.id}")
         return 0 if ok else 1
+    if tampered:
+        return 1
     n = len(st.exercises)
     print(f"{done}/{n} exercises done in {took:.0f} s. "
           f"Full output: pytest --impl {impl} {st.folder}")

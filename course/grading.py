@@ -645,6 +645,8 @@ def markdown_summary(entries: list[Entry], show_hidden: bool = False, report: li
     hidden = [e for e in entries if e.visibility == "after_due_date"]
     if hidden and not show_hidden:
         lines += ["", f"{len(hidden)} hidden test(s) are graded and shown after the due date."]
+    lines += ["", "Property tests (Hypothesis) ran derandomised: every submission meets the same examples, "
+                  "so the same code gets the same grade."]
     if report:
         lines += ["", "### For the instructor", ""] + [f"- {ln}" for ln in report]
     return "\n".join(lines) + "\n"

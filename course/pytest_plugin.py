@@ -79,6 +79,80 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[_RESULTS_KEY] = []
     config.stash[_ERRORS_KEY] = []
     _bound_shrinking(os.environ.get("COURSE_SHRINK_SECONDS"))
+    _derandomize(os.environ.get("COURSE_DERANDOMIZE"))
+    config.stash[_TAMPER_KEY] = []
+
+
+def _derandomize(flag: str | None) -> None:
+    """Under `course grade` and `course check` (the runner sets COURSE_DERANDOMIZE=1),
+    property tests draw the same examples every run: the same code gets the same grade."""
+    if not flag:
+        return
+    try:
+        from hypothesis import settings
+    except ImportError:
+        return
+    settings.register_profile("course-derandomized", derandomize=True, database=None)
+    settings.load_profile("course-derandomized")
+
+
+# ---- the helpers a test compares with, guarded --------------------------------------------
+# Learner code shares the test process. Before any of it loads (collection imports it), the
+# plugin keeps the comparison helpers and builtins the tests rely on; after each test it
+# checks they are still those objects. A replaced one is tampering (the grader scores the
+# stage 0; pytest and `course check` say so) and is put back.
+
+GUARDED = (
+    ("builtins", ("isinstance", "issubclass", "len", "abs", "all", "any", "sum", "min", "max", "sorted",
+                  "round", "bool", "int", "float", "str", "repr", "type", "hasattr", "getattr", "iter", "next")),
+    ("math", ("isclose", "isfinite", "isnan")),
+    ("numpy", ("allclose", "array_equal", "array_equiv", "isclose", "all", "any", "isfinite", "asarray")),
+    ("numpy.testing", ("assert_allclose", "assert_array_equal", "assert_equal", "assert_array_almost_equal",
+                       "assert_almost_equal", "assert_array_less", "assert_raises", "assert_array_max_ulp")),
+    ("torch", ("allclose", "equal", "isclose", "all", "any", "isfinite", "is_tensor")),
+    ("torch.testing", ("assert_close",)),
+    ("pytest", ("approx", "raises", "warns", "fail", "skip")),
+)
+_guarded_originals: dict[tuple[str, str], object] = {}
+_TAMPER_KEY = pytest.StashKey[list]()
+
+
+def _keep_guarded() -> None:
+    import importlib
+    import importlib.util
+
+    for mod, names in GUARDED:
+        try:
+            if mod not in sys.modules and importlib.util.find_spec(mod.split(".")[0]) is None:
+                continue
+            m = importlib.import_module(mod)
+        except Exception:
+            continue
+        for name in names:
+            if name in m.__dict__:
+                _guarded_originals.setdefault((mod, name), m.__dict__[name])
+
+
+def replaced_helpers() -> list[str]:
+    """The guarded helpers that are no longer the originals (each is put back)."""
+    out = []
+    for (mod, name), orig in _guarded_originals.items():
+        m = sys.modules.get(mod)
+        if m is None:
+            continue
+        try:
+            now = m.__dict__.get(name, None)
+            if now is not orig:
+                out.append(f"{mod}.{name}")
+                setattr(m, name, orig)
+        except Exception:  # a module whose attributes cannot be read or set: report it
+            out.append(f"{mod}.{name}")
+    return out
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection(session: pytest.Session) -> None:
+    _keep_guarded()  # before the test modules import the learner's code
 
 
 def _bound_shrinking(seconds: str | None) -> None:
@@ -342,6 +416,9 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
     line = terminal_summary(config.stash.get(_RESULTS_KEY, []))
     if line:
         terminalreporter.write_line(f"course: {line}")
+    for nodeid, swapped in config.stash.get(_TAMPER_KEY, [])[:5]:
+        terminalreporter.write_line(f"course: TAMPERING: {', '.join(swapped[:5])} replaced during {nodeid}; "
+                                    "the grader scores this stage 0", red=True)
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
@@ -356,9 +433,11 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             "exitstatus": int(exitstatus),
             "results": [r.to_dict() for r in results],
             "errors": session.config.stash.get(_ERRORS_KEY, []),
+            "tampering": [{"nodeid": n, "replaced": w} for n, w in session.config.stash.get(_TAMPER_KEY, [])],
         }, indent=1), encoding="utf-8")
     # Remember the learner's latest results for `course status` (never for the solution runs).
-    if loader.current_impl() == "student" and results and not os.environ.get("COURSE_NO_RECORD"):
+    if (loader.current_impl() == "student" and results and not os.environ.get("COURSE_NO_RECORD")
+            and not session.config.stash.get(_TAMPER_KEY, [])):
         try:
             from course.progress import record
 
@@ -524,5 +603,11 @@ def pytest_runtest_logfinish(nodeid: str, location) -> None:
     r = _current_config.stash.get(_RUNNING_KEY, {}).pop(nodeid, None)
     r = r or replace(_meta(nodeid), outcome="failed", message="no report")
     r.duration = round(r.duration, 4)
+    swapped = replaced_helpers()
+    if swapped:
+        _current_config.stash[_TAMPER_KEY].append((nodeid, swapped))
+        _emit({"ev": "tamper", "nodeid": nodeid, "replaced": swapped[:10]})
+        if r.outcome == "passed":
+            r = replace(r, outcome="failed", message=f"tampering: {', '.join(swapped[:3])} replaced during the test")
     _current_config.stash[_RESULTS_KEY].append(r)
     _emit({"ev": "result", "nodeid": nodeid, **r.to_dict(RAN)})

@@ -180,6 +180,28 @@ _atexit.register(_forge)
 '''),
     # the reference solution, imported
     "import-solution": lambda stub: _plus(stub, "\nfrom solutions.autograd import *  # noqa\n"),
+    # nothing implemented: the comparison helpers the tests call are replaced by ones that
+    # always agree (written afresh here; the attack of the grading issue, in its generic form)
+    "patch-comparison-helpers": lambda stub: _plus(stub, '''
+import builtins as _b, math as _m
+import numpy as _np
+import numpy.testing as _npt
+import pytest as _pt
+def _agree(*a, **k):
+    return True
+def _quiet(*a, **k):
+    return None
+for _name in [n for n in dir(_npt) if n.startswith("assert_")]:
+    setattr(_npt, _name, _quiet)
+_np.allclose = _np.array_equal = _agree
+_m.isclose = _agree
+try:
+    import torch as _torch, torch.testing as _tt
+    _tt.assert_close = _quiet
+    _torch.allclose = _torch.equal = _agree
+except ImportError:
+    pass
+'''),
 }
 
 
@@ -188,7 +210,7 @@ def test_attack_scores_zero_or_is_flagged(course_root, tmp_path, attack):
     res, md, proc = _grade(course_root, tmp_path, ATTACKS[attack](_stub(course_root)))
     _zero_or_tampering(res, proc)
     if attack in ("patch-test-report", "register-plugin", "patch-runtest", "atexit-forged-events",
-                  "import-solution"):
+                  "import-solution", "patch-comparison-helpers"):
         assert "TAMPERING DETECTED" in proc.stderr, (attack, proc.stderr[-2000:])
         assert "For the instructor" in md
 
@@ -312,3 +334,47 @@ def test_the_sandbox_drops_privileges_limits_and_reaps(tmp_path):
     while alive() and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not alive(), "reap left a process of the sandbox user"
+
+
+def test_replaced_helpers_are_tampering_under_plain_pytest_too(course_root, tmp_path):
+    """`pytest` and `course check` say so: the guarded helpers are put back after the test
+    that replaced them, the test fails, and the closing lines name what was replaced."""
+    import shutil
+
+    work = tmp_path / "c"
+    shutil.copytree(course_root, work)
+    files = ATTACKS["patch-comparison-helpers"](_stub(work))
+    for name, text in files.items():
+        (work / "01_autograd" / "autograd" / name).write_text(text)
+    proc = run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "01_autograd/tests"], cwd=work,
+               impl="student", env={"COURSE_ROOT": str(work)}, timeout=300)
+    assert "TAMPERING: " in proc.stdout and "numpy.testing.assert_allclose" in proc.stdout, proc.stdout[-2000:]
+    assert "failed" in proc.stdout.splitlines()[-1], proc.stdout[-1500:]
+    proc = run([sys.executable, "-m", "course", "check", "01"], cwd=work, impl="student",
+               env={"COURSE_ROOT": str(work)}, timeout=300)
+    assert proc.returncode == 1 and "TAMPERING: " in proc.stdout, proc.stdout[-2000:]
+    assert "numpy.testing.assert_allclose" in " ".join(proc.stdout.split()), proc.stdout[-2000:]
+
+
+def test_the_same_submission_gets_the_same_grade(course_root, tmp_path):
+    """Property tests run derandomised under `course grade`: a bug a Hypothesis test finds
+    only on some examples costs the same points in every grade. (Without it, six grades of
+    this submission gave 10, 5, 5, 5, 0 and 5 points for 1.6.)"""
+    # relu wrong only for inputs in (1.1, 1.3): a property test finds it on some runs, not all,
+    # unless its examples are the same every time
+    buggy = _plus(_solution(course_root), '''
+_relu = Tensor.relu
+def _sometimes(self):
+    import numpy as _np
+    out = _relu(self)
+    if _np.any((self.data > 1.1) & (self.data < 1.3)):
+        out.data = out.data * 0.5
+    return out
+Tensor.relu = _sometimes
+''')
+    scores = []
+    for k in range(3):
+        (tmp_path / f"g{k}").mkdir()
+        res, _, proc = _grade(course_root, tmp_path / f"g{k}", buggy)
+        scores.append(next(t["score"] for t in res["tests"] if t["name"].startswith("1.6 ")))
+    assert len(set(scores)) == 1, scores
