@@ -51,6 +51,64 @@ p = course.load("paged")
 BUDGET_ROWS, MAX_LEN = 8, 256
 PARTS = ("memory", "decode", "prefix", "gpu")
 
+# `course check 6.4` (and `course check 06`) calls `speed_check()` once 6.4's tests pass.
+SPEED_CHECKED = "6.4"
+REFERENCE_DECODE_RATIO = 1.15  # the reference's paged `attend` / contiguous decode step, batch 8 (README.md)
+SLOW_DECODE_RATIO = 1.6        # above this, the learner's step is slower than it needs to be
+
+
+def decode_step_ratio(model=None, batch: int = 8, cached: int = 128, rounds: int = 9, steps: int = 6) -> float:
+    """The bench's decode case, small: one decode step of the default model over `batch`
+    rows of `cached` tokens on the paged cache (its `attend`: `paged_attention`, block 16)
+    divided by the same step on the contiguous KVCache; the median over `rounds`
+    interleaved rounds of `steps` steps each (so a change of load falls on both alike).
+    Runs on the calling thread's torch settings (speed_check uses one thread)."""
+    if model is None:
+        model, _ = default_model()
+    g = torch.Generator().manual_seed(0)
+    prompt = torch.randint(0, 256, (batch, cached), generator=g)
+    tok = torch.randint(0, 256, (batch, 1), generator=g)
+    caches = [KVCache.for_model(model, batch, max_len=MAX_LEN),
+              p.PagedKVCache.for_model(model, batch, max_len=MAX_LEN, block_size=16)]
+    with torch.inference_mode():
+        for cache in caches:
+            forward_cached(model, prompt, cache)
+
+        def run(cache) -> float:
+            t0 = time.perf_counter()
+            for _ in range(steps):
+                forward_cached(model, tok, cache)
+                cache.lengths -= 1  # the same step again (its block stays allocated)
+            return time.perf_counter() - t0
+
+        for cache in caches:  # warm-up
+            run(cache)
+        ratios = []
+        for _ in range(rounds):
+            contiguous, paged = run(caches[0]), run(caches[1])
+            ratios.append(paged / contiguous)
+    return statistics.median(ratios)
+
+
+def speed_check() -> str | None:
+    """A quick, honest look at 6.4's speed (about a second; one torch thread): the paged
+    decode step against the contiguous one, the bench's batch-8 case. A line when it is
+    more than SLOW_DECODE_RATIO x the contiguous step (measured twice before saying so, the
+    machine may be busy), else None. Correctness is the tests' business, not this."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        model, _ = default_model()
+        ratio = decode_step_ratio(model)
+        if ratio > SLOW_DECODE_RATIO:
+            ratio = min(ratio, decode_step_ratio(model))
+    finally:
+        torch.set_num_threads(threads)
+    if ratio <= SLOW_DECODE_RATIO:
+        return None
+    return (f"6.4 is correct but your paged decode step is {ratio:.1f}x the contiguous one (the reference's is "
+            f"about {REFERENCE_DECODE_RATIO:.2f}x): see bench.py (`python 06_paged_attention/bench.py --parts decode`)")
+
 
 class Watch:
     """Per-step memory statistics of an engine (wraps its `step`)."""

@@ -89,6 +89,30 @@ def test_stage01_notebook_runs_partway_through(solved, tmp_path, monkeypatch):
     assert any(f"exercise {nxt} " in text for text in pauses), pauses[:3]
 
 
+def test_stage06_notebook_runs_partway_through(tmp_path, monkeypatch):
+    """Stage 06 with exercises 6.1-6.4 written (allocator, block tables, cache, PyTorch
+    attention) and 6.5-6.8 holes: the lesson runs top to bottom, no pause names a written
+    exercise, and the Triton section is the first to pause (on 6.5)."""
+    import shutil
+
+    from course import stubs
+    from course.notebook import PAUSE
+
+    solved = ("6.1", "6.2", "6.3", "6.4")
+    st = manifest.stage("06")
+    shutil.copytree(ROOT / st.folder, tmp_path / st.folder,
+                    ignore=shutil.ignore_patterns("__pycache__", st.module, "hidden_tests", "tests"))
+    (tmp_path / st.folder / "tests").mkdir()
+    stubs.write_partial(st, tmp_path / st.folder / st.module, set(solved))
+    cells = _execute(tmp_path / st.notebook, tmp_path, "student", monkeypatch)
+    pauses = [text for _, text in cells if PAUSE in text]
+    for src, text in cells:
+        assert "Traceback" not in text and text.count(PAUSE) <= 1, (src[:200], text[-500:])
+    for text in pauses:
+        assert not any(f"exercise {ex} " in text for ex in solved), text
+    assert pauses and "exercise 6.5 " in pauses[0], pauses[:3]
+
+
 def test_a_check_cell_prints_one_line(capsys, monkeypatch):
     """`course.check("1.1")` in a lesson: one line, done on the reference, TODO on the stub."""
     import course

@@ -151,6 +151,27 @@ def test_prefix_hits_with_block_size_7_under_eviction_pressure(model, alone, ser
 # ---- 6.7 ----------------------------------------------------------------------------------------
 
 @pytest.mark.exercise("6.7")
+def test_three_sharers_reserve_in_one_call():
+    """Rows 0, 1, 2 share a half-full block and all reserve in ONE call: rows 0 and 1 get
+    copies, row 2 (the last holder by then) keeps the original; each reads its own writes."""
+    c = p.PagedKVCache(1, 3, 1, 16, 2, num_blocks=6, block_size=4)
+    c.reserve(torch.tensor([0]), torch.tensor([3]))
+    kv = torch.arange(3, dtype=torch.float32)[:, None, None].expand(3, 1, 2).contiguous()
+    c.write(0, torch.zeros(3, dtype=torch.long), torch.arange(3), kv, kv)
+    c.lengths[0] = 3
+    c.fork_row(0, 1)
+    c.fork_row(0, 2)
+    shared = c.tables[0][0]
+    c.reserve(torch.tensor([0, 1, 2]), torch.tensor([4, 4, 4]))
+    assert c.tables[2] == [shared], "the last holder of a shared block keeps it: no copy"
+    assert len({c.tables[r][0] for r in range(3)}) == 3 and c.allocator.ref_counts[shared] == 1
+    for r in range(3):
+        K, _ = c.view(0, torch.tensor([r]), 3)
+        assert K[0, 0, :, 0].tolist() == [0.0, 1.0, 2.0]
+    c.allocator.check()
+
+
+@pytest.mark.exercise("6.8")  # parallel sampling, through the PagedEngine
 def test_more_forks_than_free_rows(model, alone):
     e = p.PagedEngine(model, ContinuousBatching(2), block_size=4, num_blocks=40)
     sp = SamplingParams(temperature=1.0, top_p=0.9, seed=100)

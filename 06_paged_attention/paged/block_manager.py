@@ -1,6 +1,6 @@
 # GENERATED from solutions/paged/block_manager.py by `course stubs --write`: fill in the bodies that raise NotImplementedError.
 # The lesson is 06_paged_attention/06_paged_attention.ipynb. Exercises in this file (line of each hole, then the commands):
-#   6.8 The engine on paged memory: lines 31, 49, 68; `course check 6.8`, `course hint 6.8`
+#   6.8 The engine on paged memory: block manager, parallel sampling: lines 31, 49, 68; `course check 6.8`, `course hint 6.8`
 """The engine's block manager (6.8): what requests cost the scheduler in whole blocks; admission from the prefix cache."""
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ class BlockManager:
         rows that will run hold (`len(holders())`: a block several rows share counts ONCE),
         plus `charge(r, holders)` summed over `scheduler.running` (what each is still
         charged; one `holders()` for all). Changes nothing."""
-        raise NotImplementedError('Exercise 6.8: The engine on paged memory — see 06_paged_attention.ipynb')
+        raise NotImplementedError('Exercise 6.8: The engine on paged memory: block manager, parallel sampling — see 06_paged_attention.ipynb')
 
     def charge(self, request: Request, holders: dict[int, int] | None = None) -> int:
         """Cache tokens admitting or keeping `request` costs now, a multiple of block_size.
@@ -46,7 +46,7 @@ class BlockManager:
           (`holders[block] > 1`; holders: `holders()` when None): copy-on-write will need a
           block for its copy.
         Changes nothing."""
-        raise NotImplementedError('Exercise 6.8: The engine on paged memory — see 06_paged_attention.ipynb')
+        raise NotImplementedError('Exercise 6.8: The engine on paged memory: block manager, parallel sampling — see 06_paged_attention.ipynb')
 
     def admit(self, request: Request) -> int:
         """Start an admitted request's row from the prefix cache; return the tokens found.
@@ -65,7 +65,7 @@ class BlockManager:
         - at its FIRST admission (no RUNNING event in `request.events[:-1]`)
           `request.num_cached_tokens == min(cached, len(request.prompt))`; a later admission
           leaves it as it was."""
-        raise NotImplementedError('Exercise 6.8: The engine on paged memory — see 06_paged_attention.ipynb')
+        raise NotImplementedError('Exercise 6.8: The engine on paged memory: block manager, parallel sampling — see 06_paged_attention.ipynb')
 
     # -- given: the state, who holds what, the requests' block keys
     def __init__(self, cache: PagedKVCache, scheduler: Scheduler, dead_rows: list[Request]):

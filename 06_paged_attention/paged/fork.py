@@ -1,7 +1,8 @@
 # GENERATED from solutions/paged/fork.py by `course stubs --write`: fill in the bodies that raise NotImplementedError.
 # The lesson is 06_paged_attention/06_paged_attention.ipynb. Exercises in this file (line of each hole, then the commands):
-#   6.7 Fork and copy-on-write: lines 31, 41, 84; `course check 6.7`, `course hint 6.7`
-"""Fork and copy-on-write (6.7): rows that share blocks, copied when one writes; parallel sampling."""
+#   6.7 Fork and copy-on-write: lines 32, 42; `course check 6.7`, `course hint 6.7`
+#   6.8 The engine on paged memory: block manager, parallel sampling: line 85; `course check 6.8`, `course hint 6.8`
+"""Fork and copy-on-write (6.7): rows that share blocks, copied when one writes; parallel sampling (6.8)."""
 
 from __future__ import annotations
 
@@ -81,7 +82,7 @@ class ParallelSampling:
             siblings = self._forks.pop(leader.request_id, None)
             if not siblings:
                 continue
-            raise NotImplementedError('Exercise 6.7: Fork and copy-on-write — see 06_paged_attention.ipynb')
+            raise NotImplementedError('Exercise 6.8: The engine on paged memory: block manager, parallel sampling — see 06_paged_attention.ipynb')
         return ready, logits[rows]
 
     # -- given

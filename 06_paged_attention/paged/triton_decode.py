@@ -1,6 +1,6 @@
 # GENERATED from solutions/paged/triton_decode.py by `course stubs --write`: fill in the bodies that raise NotImplementedError.
 # The lesson is 06_paged_attention/06_paged_attention.ipynb. Exercises in this file (line of each hole, then the commands):
-#   6.5 A Triton paged-decode kernel: lines 35, 64; `course check 6.5`, `course hint 6.5`
+#   6.5 A Triton paged-decode kernel: lines 36, 65; `course check 6.5`, `course hint 6.5`
 """The Triton paged-decode kernel (6.5): decode attention straight from the pools, no gather."""
 
 from __future__ import annotations
@@ -31,7 +31,8 @@ def _paged_decode_kernel(out_ptr, q_ptr, k_ptr, v_ptr, bt_ptr, seq_lens_ptr, sca
     through its block table, accumulated in fp32 and stored in out's dtype; nothing of
     size seq_len is materialised. BLOCK_T, BLOCK_D: powers of two >= BLOCK_SIZE, HEAD_DIM
     (tl.arange needs them); lanes past those are masked. Never loads a slot past seq_len
-    (it may hold NaN). Block ids are int64 before they multiply the block stride."""
+    (it may hold NaN). Block ids (the table may be int32) are widened to int64 before they
+    multiply the block stride: in a pool of more than 2**31 elements the offsets pass int32."""
     raise NotImplementedError('Exercise 6.5: A Triton paged-decode kernel — see 06_paged_attention.ipynb')
 
 

@@ -128,6 +128,23 @@ def test_view_returns_what_was_written(bs, data):
 
 
 @pytest.mark.exercise("6.3")
+def test_write_recomputes_the_slots_when_rows_or_positions_change():
+    """The memo of `write` is for the layers of ONE forward (the same rows AND positions
+    objects); the same rows object with other positions must go to other slots."""
+    c = small_cache()
+    rows = torch.tensor([0, 0])
+    c.reserve(torch.tensor([0]), torch.tensor([4]))
+    first, second = torch.tensor([0, 1]), torch.tensor([2, 3])
+    kv = lambda x: torch.full((2, 2, 4), float(x))  # noqa: E731
+    c.write(0, rows, first, kv(1), kv(1))
+    c.write(0, rows, second, kv(2), kv(2))
+    K, _ = c.view(0, torch.tensor([0]), 4)
+    assert K[0, 0, :, 0].tolist() == [1.0, 1.0, 2.0, 2.0], (
+        "write may reuse `_slots_for` only when BOTH rows and positions are the objects it saw last; "
+        "the same rows with new positions wrote into the old slots")
+
+
+@pytest.mark.exercise("6.3")
 def test_pools_have_the_documented_shape_and_size():
     c = small_cache()
     assert c.k.shape == c.v.shape == (2, 16, 3, 2, 4)

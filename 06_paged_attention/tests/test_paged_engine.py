@@ -6,11 +6,12 @@ are by free blocks; the number running is limited by memory, not by max_len x ro
 from __future__ import annotations
 
 import pytest
+import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import course
-from solutions.batching import ContinuousBatching, Request, SamplingParams, StaticBatching
+from solutions.batching import ContinuousBatching, Request, SamplingParams, StaticBatching, replay
 from solutions.workload import Trace, TraceRequest, make_trace
 
 p = course.load("paged")
@@ -137,3 +138,89 @@ def test_pool_smaller_than_one_request_is_refused_up_front(model):
         p.PagedEngine(model, ContinuousBatching(2, max_cache_tokens=13), block_size=4, num_blocks=3)
     with pytest.raises(ValueError, match="vocabulary"):
         e.add_request(Request([300], 1))
+
+
+# ---- the block manager's counting rules, one by one -------------------------------------------
+
+PREFIX = tuple(range(10, 26))  # 16 tokens: 4 full blocks of 4
+
+
+def sharing_engine(model, num_blocks: int, n: int, max_new: int = 3):
+    """n requests = PREFIX + one own token: the first one's prompt runs, then the n - 1
+    others arrive together and find its 4 full blocks in the prefix cache (held by it)."""
+    e = p.PagedEngine(model, ContinuousBatching(8), block_size=4, num_blocks=num_blocks)
+    reqs = [e.add_request(Request(PREFIX + (100,), max_new, request_id="s0"))]
+    e.step()
+    reqs += [e.add_request(Request(PREFIX + (100 + i,), max_new, request_id=f"s{i}")) for i in range(1, n)]
+    e.step()
+    return e, reqs
+
+
+def test_held_counts_a_shared_block_once(model):
+    e, reqs = sharing_engine(model, num_blocks=10, n=3)
+    bm = e.block_manager
+    assert len(e.scheduler.running) == 3, "three requests sharing a 4-block prefix fit in 10 blocks"
+    distinct = {b for r in e.scheduler.running for b in e.cache.tables[r.slot]}
+    charged = sum(bm.charge(r) for r in e.scheduler.running)
+    assert bm.held() == 4 * len(distinct) + charged, (
+        f"held() = {bm.held()}: it must count a block several rows share ONCE (block_size x "
+        f"{len(distinct)} distinct blocks + {charged} still charged), not once per row holding it")
+
+
+def test_sharing_lets_more_requests_run_in_the_same_memory(model, alone):
+    """Four requests sharing a 16-token prefix need 4 + 4 x 1 = 8 blocks together: a 10-block
+    pool holds all four at once, without preempting (if each row's copy of the shared blocks
+    were counted, the pool would look full after two)."""
+    e, reqs = sharing_engine(model, num_blocks=10, n=4)
+    assert len(e.scheduler.running) == 4 and e.num_preemptions == 0, (
+        f"running {len(e.scheduler.running)}, preemptions {e.num_preemptions}: blocks shared through the "
+        "prefix cache must be counted once in held(), so sharing saves memory")
+    while e.has_unfinished():
+        e.step()
+    for r in reqs:
+        assert r.output == alone(r.prompt, 3)[0]
+
+
+def test_charge_of_a_waiting_request_subtracts_hits_on_held_blocks_only(model):
+    e, _ = sharing_engine(model, num_blocks=12, n=1, max_new=6)
+    bm = e.block_manager
+    waiting = Request(PREFIX + (7,), 2, request_id="w")  # 17 tokens: 5 blocks, 4 of them held by s0
+    assert bm.charge(waiting) == 4, (
+        f"charge = {bm.charge(waiting)}: a waiting request's prefix-cache hits on blocks somebody holds cost "
+        "no new memory (5 blocks needed - 4 held hits = 1 block of 4 tokens)")
+    while e.has_unfinished():
+        e.step()
+    assert e.allocator.num_free_blocks == 12 and len(e.allocator.cached) >= 4
+    assert bm.charge(waiting) == 20, (
+        f"charge = {bm.charge(waiting)}: a hit on a FREE cached block still costs its block (it leaves the "
+        "free queue): 5 blocks = 20 tokens")
+
+
+def test_num_cached_tokens_is_set_at_the_first_admission_only(model, alone):
+    """Preempted requests come back and find their own blocks in the prefix cache; their
+    num_cached_tokens must stay what their FIRST admission found."""
+    g = torch.Generator().manual_seed(2)
+    common = torch.randint(0, 256, (8,), generator=g).tolist()
+    trace = Trace(tuple(TraceRequest(0.0, tuple(common + [i, i + 1]), 24) for i in range(6)))
+    e = p.PagedEngine(model, ContinuousBatching(4), block_size=4, num_blocks=16)
+    admissions: dict[str, list[int]] = {}
+    inner = e.block_manager.admit
+
+    def admit(request):
+        cached = inner(request)
+        admissions.setdefault(request.request_id, []).append(cached)
+        return cached
+
+    e.block_manager.admit = admit
+    res = replay(e, trace)
+    assert e.num_preemptions > 0
+    changed = [r for r in res.requests
+               if min(admissions[r.request_id][-1], len(r.prompt)) != min(admissions[r.request_id][0], len(r.prompt))]
+    assert changed, "the scenario must re-admit a request that then finds more of its prompt cached"
+    for r in res.requests:
+        want = min(admissions[r.request_id][0], len(r.prompt))
+        assert r.num_cached_tokens == want, (
+            f"{r.request_id}: num_cached_tokens {r.num_cached_tokens}, admissions found {admissions[r.request_id]}: "
+            f"it is set at the FIRST admission only (min(found, prompt length) = {want}); a later admission "
+            "after preemption leaves it as it was")
+        assert r.output == alone(r.prompt, 24)[0]

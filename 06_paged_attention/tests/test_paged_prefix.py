@@ -70,6 +70,10 @@ def test_match_prefix_never_covers_the_last_token():
     assert c.match_prefix(tokens) == c.tables[0][:2], "a 100% hit must leave the last block to compute"
     assert c.match_prefix(tokens + [99]) == c.tables[0][:3]
     assert c.match_prefix([0, 1, 2, 3, 5, 5, 6, 7, 8]) == c.tables[0][:1], "the walk stops at the first miss"
+    other = tokens[:4] + [9, 9, 9, 9] + tokens[8:] + [99]  # block 1 differs; block 2's key and tokens match
+    assert c.match_prefix(other, c.row_hashes[0]) == c.tables[0][:1], (
+        "the walk stops at the first miss, even when a later block's key and tokens are found (a block "
+        "after a miss belongs to another prefix: its K/V were computed after other tokens)")
     assert c.assign_prefix(1, tokens + [99]) == 12
     assert c.allocator.ref_counts[c.tables[0][0]] == 2
 

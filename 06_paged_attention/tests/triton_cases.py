@@ -1,7 +1,8 @@
 """The Triton kernel's cases, shared by the interpreter test (run in a fresh process with
 TRITON_INTERPRET=1) and the GPU test: `python triton_cases.py` prints one JSON line per
-case with the largest difference from `paged_attention`, or the error it raised. Other cases
-can be given as one JSON argument (a list of case tuples)."""
+case with the largest difference from `paged_attention`, or the error it raised, then the
+case `BIG` (a pool past 2**31 elements read through an int32 block table). Other cases can
+be given as one JSON argument (a list of case tuples; then `BIG` is not run)."""
 
 from __future__ import annotations
 
@@ -47,6 +48,54 @@ def pools(B, H, D, bs, lengths, fill, device="cpu", dtype=torch.float32, seed=0)
             q_pos.to(**to))
 
 
+#: The case of a pool too large for int32 offsets (run after CASES when no cases are given).
+BIG = "pool past 2**31 elements, int32 block table"
+
+
+def big_pool(device="cpu"):
+    """A float16 pool of more than 2**31 elements (4 GiB) whose only data are two blocks,
+    one near the start and the last one; tables int32. On the CPU the pool is an anonymous
+    mapping that reserves no memory: only the pages touched are ever backed (a few KiB).
+    Returns q, pool, tables, q_pos, want (the attention over the two blocks) or a string
+    saying why it cannot be made here."""
+    H, D, bs = 1, 8, 4
+    num_blocks = 2**31 // (bs * H * D) + 2
+    if device == "cpu":
+        import mmap
+
+        try:
+            mm = mmap.mmap(-1, num_blocks * bs * H * D * 2,
+                           flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | getattr(mmap, "MAP_NORESERVE", 0))
+        except (OSError, ValueError, OverflowError) as e:
+            return f"cannot map 4 GiB of address space here ({e})"
+        pool = torch.frombuffer(mm, dtype=torch.float16).view(num_blocks, bs, H, D)
+    else:
+        pool = torch.zeros(num_blocks, bs, H, D, dtype=torch.float16, device=device)
+    g = torch.Generator().manual_seed(1)
+    blocks = [5, num_blocks - 1]
+    for b in blocks:
+        pool[b] = torch.randn(bs, H, D, generator=g).to(torch.float16)
+    q = torch.randn(1, H, 1, D, generator=g).to(device=device, dtype=torch.float16)
+    tables = torch.tensor([blocks], dtype=torch.int32, device=device)
+    q_pos = torch.tensor([[2 * bs - 1]], device=device)
+    kv = torch.cat([pool[b] for b in blocks]).float().transpose(0, 1)[None]  # (1, H, 2 * bs, D)
+    want = torch.nn.functional.scaled_dot_product_attention(q.float(), kv, kv)
+    return q, pool, tables, q_pos, want
+
+
+def run_big_case(p, device="cpu") -> dict:
+    try:
+        made = big_pool(device)
+        if isinstance(made, str):
+            return {"case": BIG, "unavailable": made}
+        q, pool, tables, q_pos, want = made
+        got = p.paged_decode_triton(q, pool, pool, tables, q_pos)
+        return {"case": BIG, "shape": list(got.shape), "finite": bool(torch.isfinite(got).all()),
+                "max_err": float((got.float() - want).abs().max())}
+    except Exception as e:
+        return {"case": BIG, "error": f"{type(e).__name__}: {e}", "trace": traceback.format_exc()[-2000:]}
+
+
 def run_case(p, case, device="cpu", dtype=torch.float32) -> dict:
     name, B, H, D, bs, lengths, fill = case
     try:
@@ -67,3 +116,5 @@ if __name__ == "__main__":
     cases = [tuple(c) for c in json.loads(sys.argv[1])] if len(sys.argv) > 1 else CASES  # argv: other cases
     for case in cases:
         print(json.dumps(run_case(p, case)), flush=True)
+    if len(sys.argv) == 1:  # last: a wrong offset may crash the process (the rows above are out)
+        print(json.dumps(run_big_case(p)), flush=True)

@@ -8,7 +8,7 @@ The files, in exercise order (the lesson is 06_paged_attention.ipynb):
     attention.py      paged_attention: attention through the block tables (PyTorch)    6.4
     triton_decode.py  paged_decode_triton: the same for decode, a Triton kernel        6.5
     prefix.py         hash_block, the allocator's prefix index, rows started from it   6.6
-    fork.py           fork_row, copy-on-write, parallel sampling                       6.7
+    fork.py           fork_row, copy-on-write; parallel sampling (_fork_siblings, 6.8) 6.7
     block_manager.py  BlockManager: what requests cost the scheduler, in blocks        6.8
     engine.py         PagedEngine: stage 05's engine on paged memory                   given
     demo.py           demo()                                                           given

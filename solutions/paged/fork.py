@@ -1,4 +1,4 @@
-"""Fork and copy-on-write (6.7): rows that share blocks, copied when one writes; parallel sampling."""
+"""Fork and copy-on-write (6.7): rows that share blocks, copied when one writes; parallel sampling (6.8)."""
 
 from __future__ import annotations
 
@@ -99,7 +99,7 @@ class ParallelSampling:
             siblings = self._forks.pop(leader.request_id, None)
             if not siblings:
                 continue
-            # BEGIN SOLUTION 6.7
+            # BEGIN SOLUTION 6.8
             # HINT: Check for a free row for each sibling in turn: the first ones may take the
             #   last free rows, the others wait in the queue like any request.
             # HINT: A sibling that joins takes `self.free_slots.pop(0)` as its slot, gets

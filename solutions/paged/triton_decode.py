@@ -28,7 +28,8 @@ def _paged_decode_kernel(out_ptr, q_ptr, k_ptr, v_ptr, bt_ptr, seq_lens_ptr, sca
     through its block table, accumulated in fp32 and stored in out's dtype; nothing of
     size seq_len is materialised. BLOCK_T, BLOCK_D: powers of two >= BLOCK_SIZE, HEAD_DIM
     (tl.arange needs them); lanes past those are masked. Never loads a slot past seq_len
-    (it may hold NaN). Block ids are int64 before they multiply the block stride."""
+    (it may hold NaN). Block ids (the table may be int32) are widened to int64 before they
+    multiply the block stride: in a pool of more than 2**31 elements the offsets pass int32."""
     # BEGIN SOLUTION 6.5
     # HINT: An online softmax: keep a running max m, a running sum l of exp(s - m) and a
     #   running weighted sum acc of V; a new block with max m_new rescales l and acc by
