@@ -190,9 +190,122 @@ def test_any_schedule_of_chunks_equals_the_full_forward(tiny, data):
 def test_running_past_the_models_context_is_an_error(tiny):
     cache = DictCache(tiny, 1, max_len=1000)  # the cache has room; the model's positions do not
     kc.forward_cached(tiny, torch.zeros(1, 60, dtype=torch.long), cache)
+    n_writes = len(cache.writes)
     with pytest.raises(ValueError, match="context"):
         kc.forward_cached(tiny, torch.zeros(1, 5, dtype=torch.long), cache)
-    assert cache.lengths.tolist() == [60]
+    assert cache.lengths.tolist() == [60], "a call refused for the context must not advance cache.lengths"
+    assert len(cache.writes) == n_writes, "a call refused for the context must not write to the cache"
+    try:  # positions 60..63: the last four of the context, legal
+        kc.forward_cached(tiny, torch.zeros(1, 4, dtype=torch.long), cache)
+    except ValueError as e:
+        raise AssertionError(f"filling the context exactly (60 cached + 4 = 64 = block_size) is legal, "
+                             f"but raised {e!r}") from None
+    with pytest.raises(ValueError, match="context"):
+        kc.forward_cached(tiny, torch.zeros(1, 1, dtype=torch.long), cache)
+
+
+@pytest.mark.exercise("4.1")
+def test_padding_is_embedded_inside_the_context(tiny):
+    """A legal mixed call at the edge of the context: row 0 has 62 of the 64 positions cached
+    and decodes ONE token (position 62), row 1 starts a prompt of 10. Row 0's 9 padded tokens
+    must be embedded at position 0, not at lengths + t = 63..71, past the model's context."""
+    context = tiny.config.block_size
+    long_seq, prompt = rand_seq(context - 1, 50), rand_seq(10, 51)
+    cache = DictCache(tiny, 2)
+    kc.forward_cached(tiny, torch.tensor([long_seq[:-1]]), cache)  # row 0: 62 cached
+    step = padded([long_seq[-1:], prompt])
+    try:
+        out = kc.forward_cached(tiny, step, cache, n_new=[1, 10])
+    except ValueError as e:
+        raise AssertionError(
+            f"a legal call (row 0: {context - 2} cached + 1 new, row 1: 10 new; context {context}) raised "
+            f"{e!r}: padded tokens must be embedded at position 0 (they are never written and their "
+            f"logits are unspecified), not at cache.lengths + t, which runs past the context") from None
+    assert cache.lengths.tolist() == [context - 1, 10]
+    torch.testing.assert_close(out[0, 0], full_logits(tiny, long_seq)[-1], atol=ATOL, rtol=0)
+    torch.testing.assert_close(out[1], full_logits(tiny, prompt), atol=ATOL, rtol=0)
+
+
+class SpyCache(DictCache):
+    """A DictCache that records the order of the protocol's calls and what each one sees."""
+
+    def __init__(self, model, batch: int):
+        super().__init__(model, batch)
+        self.events: list[tuple] = []
+
+    def reserve(self, rows, new_lengths):
+        self.events.append(("reserve", new_lengths.tolist(), self.lengths.tolist()))
+        super().reserve(rows, new_lengths)
+
+    def write(self, layer, rows, positions, k, v):
+        self.events.append(("write", layer, len(rows), self.lengths.tolist()))
+        super().write(layer, rows, positions, k, v)
+
+    def view(self, layer, rows, length):
+        self.events.append(("view", layer, length, self.lengths.tolist()))
+        return super().view(layer, rows, length)
+
+
+@pytest.mark.exercise("4.1")
+def test_the_cache_is_called_in_the_documented_order(tiny):
+    """reserve(new lengths) once, first; then per layer write (the real tokens only) before
+    view (the longest new length); cache.lengths unchanged until the last layer is done."""
+    seqs = [rand_seq(5, 60), rand_seq(3, 61)]
+    cache = SpyCache(tiny, 2)
+    kc.forward_cached(tiny, padded(seqs), cache, n_new=[5, 3])
+    cache.events.clear()
+    kc.forward_cached(tiny, padded([rand_seq(1, 62), rand_seq(4, 63)]), cache, n_new=[1, 4])
+    kinds = [e[0] for e in cache.events]
+    want = ["reserve"] + ["write", "view"] * tiny.config.n_layer
+    assert kinds == want, f"calls {kinds}: expected reserve once, then write before view in each layer: {want}"
+    assert cache.events[0][1] == [6, 7], f"reserve must get the rows' new lengths [6, 7], got {cache.events[0][1]}"
+    writes = [e for e in cache.events if e[0] == "write"]
+    views = [e for e in cache.events if e[0] == "view"]
+    assert [e[1] for e in writes] == [e[1] for e in views] == list(range(tiny.config.n_layer)), "layers in order"
+    assert all(e[2] == 5 for e in writes), "each layer writes the 5 real tokens (1 + 4), never padding"
+    assert all(e[2] == 7 for e in views), "view reads the longest new length, 7 positions"
+    assert all(e[-1] == [5, 3] for e in cache.events), (
+        "cache.lengths changed during the call: it must become the new lengths only after the last layer")
+    assert cache.lengths.tolist() == [6, 7]
+
+
+class AttendCache(DictCache):
+    """A DictCache with the optional `attend`: it computes attention itself (a stage-06 style
+    cache), and records each call's q_pos."""
+
+    def __init__(self, model, batch: int):
+        super().__init__(model, batch)
+        self.q_pos: list[torch.Tensor] = []
+        self.viewed = 0
+
+    def view(self, layer, rows, length):
+        self.viewed += 1
+        return super().view(layer, rows, length)
+
+    def attend(self, layer, rows, q, q_pos):
+        self.q_pos.append(q_pos.clone())
+        K, V = super().view(layer, rows, int(q_pos.max()) + 1)
+        mask = torch.arange(K.shape[2])[None, None, :] <= q_pos[:, :, None]  # (B, T, L)
+        return torch.nn.functional.scaled_dot_product_attention(q, K, V, attn_mask=mask[:, None])
+
+
+@pytest.mark.exercise("4.1")
+def test_a_cache_with_attend_gets_each_querys_position(tiny):
+    """A cache that has `attend(layer, rows, q, q_pos)` is asked for attention instead of a
+    view: q_pos[b, t] is real token t's absolute position, 0 for a padded token."""
+    seqs = [rand_seq(6, 70), rand_seq(2, 71)]
+    cache = AttendCache(tiny, 2)
+    kc.forward_cached(tiny, padded(seqs), cache, n_new=[6, 2])
+    step = [rand_seq(1, 72), rand_seq(3, 73)]
+    out = kc.forward_cached(tiny, padded(step), cache, n_new=[1, 3])
+    assert cache.viewed == 0, "a cache that has attend must be asked to attend, not for a view"
+    assert len(cache.q_pos) == 2 * tiny.config.n_layer, "attend must be called once per layer and call"
+    got = cache.q_pos[-1].tolist()
+    assert got == [[6, 0, 0], [2, 3, 4]], (
+        f"q_pos of the second call: expected [[6, 0, 0], [2, 3, 4]] (absolute positions, 0 for "
+        f"padding), got {got}")
+    for b, (s, new) in enumerate(zip(seqs, step)):
+        torch.testing.assert_close(out[b, : len(new)], full_logits(tiny, s + new)[len(s):], atol=ATOL, rtol=0)
 
 
 @pytest.mark.given

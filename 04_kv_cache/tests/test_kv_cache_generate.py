@@ -29,6 +29,25 @@ def draws(logits_row: torch.Tensor, seed: int = 0, **kw) -> torch.Tensor:
     return kc.sample(logits_row.expand(N_DRAWS, -1), generator=gen, **kw)
 
 
+def fmt(p) -> str:
+    return "[" + ", ".join(f"{float(x):.3f}" for x in p) + "]"
+
+
+def check_kept_set(got: torch.Tensor, want: torch.Tensor, rule: str) -> None:
+    """The draws' frequencies `got` (V,) against the distribution `want` (V,) that `rule`
+    defines: the same kept set, then frequencies within FREQ_TOL of it."""
+    kept, expected = (got > 0).nonzero().flatten().tolist(), (want > 0).nonzero().flatten().tolist()
+    assert set(kept) <= set(expected), (
+        f"{rule}: expected draws only from tokens {expected} (probabilities {fmt(want[expected])}); "
+        f"tokens {sorted(set(kept) - set(expected))} outside that set were drawn (frequencies {fmt(got)})")
+    err = (got - want).abs().max()
+    assert err < FREQ_TOL, (
+        f"{rule}: expected the kept tokens {expected} drawn in proportion {fmt(want[expected])} "
+        f"(renormalised over the kept set); the draws' frequencies were {fmt(got[expected])}"
+        + (f", only {len(kept)} token(s) drawn" if len(kept) < len(expected) else "")
+        + f" (off by {float(err):.3f}, tolerance {FREQ_TOL})")
+
+
 PROBS = torch.tensor([0.40, 0.25, 0.15, 0.10, 0.05, 0.03, 0.02], dtype=torch.float64)
 LOGITS = PROBS.log().float()[None]  # (1, 7)
 
@@ -37,8 +56,8 @@ LOGITS = PROBS.log().float()[None]  # (1, 7)
 def test_greedy_is_argmax():
     logits = torch.randn(64, 300, generator=torch.Generator().manual_seed(0))
     ids = kc.sample(logits, temperature=0)
-    assert ids.shape == (64,) and ids.dtype == torch.int64
-    assert torch.equal(ids, logits.argmax(-1))
+    assert ids.shape == (64,) and ids.dtype == torch.int64, f"one int64 id per row, (64,), got {ids.dtype} {tuple(ids.shape)}"
+    assert torch.equal(ids, logits.argmax(-1)), "temperature=0 must return each row's argmax"
 
 
 @pytest.mark.exercise("4.5")
@@ -46,7 +65,7 @@ def test_greedy_is_argmax():
 def test_temperature_samples_from_softmax_of_scaled_logits(temperature):
     want = torch.softmax(LOGITS.double()[0] / temperature, -1)
     got = frequencies(draws(LOGITS, temperature=temperature), 7)
-    assert (got - want).abs().max() < FREQ_TOL, f"{got.tolist()} vs {want.tolist()}"
+    check_kept_set(got, want, f"temperature={temperature}: softmax(logits / {temperature})")
 
 
 @pytest.mark.exercise("4.5")
@@ -59,14 +78,16 @@ def test_temperature_to_zero_is_greedy():
 @pytest.mark.exercise("4.5")
 def test_top_k_never_emits_excluded_tokens_and_renormalises():
     got = frequencies(draws(LOGITS, top_k=3), 7)
-    assert got[3:].sum() == 0, "a token outside the top 3 was drawn"
-    want = PROBS[:3] / PROBS[:3].sum()
-    assert (got[:3] - want).abs().max() < FREQ_TOL
+    want = torch.zeros(7, dtype=torch.float64)
+    want[:3] = PROBS[:3] / PROBS[:3].sum()
+    check_kept_set(got, want, "top_k=3 keeps the 3 most likely tokens")
     logits = torch.randn(2000, 100, generator=torch.Generator().manual_seed(2))
     ids = kc.sample(logits, top_k=5, temperature=1.5, generator=torch.Generator().manual_seed(3))
     allowed = logits.topk(5, dim=-1).indices
-    assert bool((allowed == ids[:, None]).any(-1).all())
-    assert bool((kc.sample(logits, top_k=1, generator=torch.Generator()) == logits.argmax(-1)).all())
+    outside = int((~(allowed == ids[:, None]).any(-1)).sum())
+    assert outside == 0, f"top_k=5, temperature 1.5: {outside} of 2000 rows drew a token outside the row's top 5"
+    assert bool((kc.sample(logits, top_k=1, generator=torch.Generator()) == logits.argmax(-1)).all()), (
+        "top_k=1 must always draw the row's argmax")
 
 
 @pytest.mark.exercise("4.5")
@@ -75,9 +96,12 @@ def test_top_p_keeps_the_smallest_set_reaching_p(top_p, nucleus):
     """Cumulative probabilities 0.40, 0.65, 0.80, 0.90, ...: top_p=0.75 keeps 3 tokens (0.80
     is the first total to reach 0.75), top_p=0.3 keeps the most likely token alone."""
     got = frequencies(draws(LOGITS, top_p=top_p), 7)
-    assert got[nucleus:].sum() == 0, f"a token outside the nucleus of {nucleus} was drawn"
-    want = PROBS[:nucleus] / PROBS[:nucleus].sum()
-    assert (got[:nucleus] - want).abs().max() < FREQ_TOL
+    want = torch.zeros(7, dtype=torch.float64)
+    want[:nucleus] = PROBS[:nucleus] / PROBS[:nucleus].sum()
+    cum = fmt(PROBS.cumsum(0)[:nucleus])
+    check_kept_set(got, want, f"top_p={top_p} (cumulative probabilities {cum}): the nucleus is the smallest "
+                              f"set reaching {top_p}, the {nucleus} most likely token(s), the one that "
+                              f"reaches top_p included")
 
 
 @pytest.mark.exercise("4.5")
@@ -87,7 +111,9 @@ def test_top_k_and_top_p_together_and_per_row():
     flat = torch.zeros(1, 6)
     logits = torch.cat([peaked, flat]).repeat(2000, 1)
     ids = kc.sample(logits, top_k=4, top_p=0.9, generator=torch.Generator().manual_seed(4))
-    assert bool((ids[0::2] == 0).all())
+    assert bool((ids[0::2] == 0).all()), (
+        "a peaked row (token 0 holds 0.99 of the mass) with top_p=0.9 must keep token 0 alone: each row "
+        "gets its own nucleus")
     kept = len(set(ids[1::2].tolist()))
     assert kept == 4, (f"top_k=4 on a row of 6 equal logits drew {kept} different tokens: top_k keeps "
                        f"exactly k tokens even when logits tie (use topk's indices; masking "
@@ -100,7 +126,8 @@ def test_a_generator_makes_draws_reproducible():
     a = kc.sample(logits, temperature=1.3, top_p=0.95, generator=torch.Generator().manual_seed(7))
     b = kc.sample(logits, temperature=1.3, top_p=0.95, generator=torch.Generator().manual_seed(7))
     c = kc.sample(logits, temperature=1.3, top_p=0.95, generator=torch.Generator().manual_seed(8))
-    assert torch.equal(a, b) and not torch.equal(a, c)
+    assert torch.equal(a, b), "the same generator seed must give the same draws"
+    assert not torch.equal(a, c), "another seed gave the same 32 draws: draw from `generator`"
 
 
 @pytest.mark.given
@@ -138,8 +165,11 @@ def prompts() -> list[list[int]]:
 def test_greedy_with_a_float_cache_equals_recompute_token_for_token(trained, cache):
     base = kc.generate(trained, prompts(), 48, cache=None)
     got = kc.generate(trained, prompts(), 48, cache=cache)
-    assert [len(t) for t in base.tokens] == [48] * 4
-    assert got.tokens == base.tokens
+    assert [len(t) for t in base.tokens] == [48] * 4, "recompute must give 48 tokens per prompt"
+    assert got.tokens == base.tokens, (
+        f"greedy with the {cache} cache must equal recompute token for token (first difference in "
+        f"prompt {next(i for i, (a, b) in enumerate(zip(got.tokens, base.tokens)) if a != b)}; the next token "
+        f"after the prefill comes from each prompt's LAST REAL token)")
     assert got.finish_reasons == base.finish_reasons == ["length"] * 4
 
 
@@ -175,7 +205,9 @@ def test_stop_tokens_end_sequences_with_reason_stop(trained):
     want = [row[: row.index(stop)] if stop in row else row for row in base]
     for cache, stop_arg in ((None, stop), ("prealloc", [stop]), ("concat", (stop, stop))):
         res = kc.generate(trained, prompts(), 30, cache=cache, stop=stop_arg)
-        assert res.tokens == want
+        assert res.tokens == want, (
+            f"cache={cache}, stop={stop_arg}: each row must end just BEFORE its first stop token "
+            f"(lengths {[len(w) for w in want]}), got lengths {[len(t) for t in res.tokens]}")
         assert res.finish_reasons == ["stop" if len(w) < 30 else "length" for w in want]
     assert res.finish_reasons[0] == "stop"
 

@@ -45,7 +45,10 @@ def test_the_nucleus_is_chosen_after_the_temperature(temperature, top_p, raw, te
         f"{tempered} tokens (of the untempered ones: {raw}); the draws used {kept}. Divide the logits "
         f"by the temperature BEFORE choosing the nucleus")
     expected = want[:tempered] / want[:tempered].sum()
-    assert (got[:tempered] - expected).abs().max() < FREQ_TOL, f"{got.tolist()} vs {expected.tolist()}"
+    assert (got[:tempered] - expected).abs().max() < FREQ_TOL, (
+        f"the kept tokens must be drawn in proportion to their tempered probabilities, renormalised over "
+        f"the nucleus: expected {[round(float(p), 3) for p in expected]}, "
+        f"drew {[round(float(p), 3) for p in got[:tempered]]}")
 
 
 @pytest.mark.exercise("4.5")
@@ -61,4 +64,6 @@ def test_top_k_then_top_p_on_tempered_logits():
     got = torch.bincount(ids, minlength=7).double() / N_DRAWS
     assert got[n:].sum() == 0 and int((got > 0).sum()) == n, f"expected {n} tokens, drew {got.tolist()}"
     expected = tempered[:n] / tempered[:n].sum()
-    assert (got[:n] - expected).abs().max() < FREQ_TOL
+    assert (got[:n] - expected).abs().max() < FREQ_TOL, (
+        f"the nucleus' {n} tokens must be drawn in proportion to their tempered probabilities, "
+        f"renormalised: expected {[round(float(p), 3) for p in expected]}, drew {[round(float(p), 3) for p in got[:n]]}")

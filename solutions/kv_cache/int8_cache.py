@@ -15,8 +15,9 @@ def quantize_int8(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     scale = max|x| / 127 per vector, computed in float32; q = round(x / scale) (torch.round:
     half to even), clamped to [-127, 127], so each vector's largest element maps to +-127
     and q * scale is within scale / 2 of x in every element. An all-zero vector gives scale
-    0 and q 0 (no NaN, no inf). One scale per token per head keeps an outlier in one head
-    or one token from costing the others their precision.
+    0 and q 0, with no NaN or inf on the way (0 / 0 is NaN, and what a NaN becomes as int8
+    depends on the CPU). One scale per token per head keeps an outlier in one head or one
+    token from costing the others their precision.
     """
     # BEGIN SOLUTION 4.4
     # HINT: One scale per vector, so that its largest magnitude becomes 127: divide, round,
