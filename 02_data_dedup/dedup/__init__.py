@@ -11,7 +11,7 @@
                     verify_pairs                                                2.5
     clusters.py     UnionFind, cluster                                          2.6
     splits.py       assign_splits; source_group                                 2.7
-    jsonl.py        read_jsonl, _parse_line                                     2.8
+    jsonl.py        read_jsonl, _parse_line; not_json_lines                     2.8
     pipeline.py     dedup_and_split; run_pipeline                               2.8
     corpus.py       the standard-library corpus as JSON Lines (given)
     hashing.py      span_hashes, hash_strings: the 32-bit shingle hash (given)
@@ -33,7 +33,7 @@ from .corpus import FIELDS, build_corpus, iter_corpus, stdlib_dir, top_level
 from .demo import demo
 from .exact import ExactDeduper, exact_dedup, text_digest
 from .hashing import _codepoints, hash_strings, sorted_unique, span_hashes
-from .jsonl import read_jsonl
+from .jsonl import not_json_lines, read_jsonl
 from .lsh import candidate_pairs, lsh_error_areas, lsh_params, s_curve, verify_pairs
 from .minhash import EMPTY, MinHasher, estimate_jaccard, jaccard
 from .normalize import normalize_text

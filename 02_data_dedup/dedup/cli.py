@@ -29,7 +29,8 @@ class _Parser(argparse.ArgumentParser):
 def main(argv: Sequence[str] | None = None) -> int:
     """`python -m solutions.dedup IN.jsonl OUT_DIR [options]` or `--build-corpus FILE`.
 
-    Exit status: 0 done; 2 bad arguments or unsafe paths (`error: ...` on stderr, nothing
+    Exit status: 0 done; 2 bad arguments, unsafe paths or an input that is no JSON Lines
+    (empty, compressed, not one line a record: `error: ...` on stderr naming the file, nothing
     written); 1 the run failed while writing (the previous outputs are left as they were).
     """
     d = PipelineConfig()

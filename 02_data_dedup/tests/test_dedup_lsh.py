@@ -255,6 +255,18 @@ def test_cluster_keeps_first_document_of_each_chain():
 
 
 @pytest.mark.exercise("2.6")
+def test_find_halves_the_path():
+    """After find(i), i and every other node on its old path point at their former grandparents."""
+    uf = dd.UnionFind(6)
+    uf.parent = [0, 0, 1, 2, 3, 4]  # the chain 5 -> 4 -> 3 -> 2 -> 1 -> 0
+    uf.size = [6, 5, 4, 3, 2, 1]
+    assert uf.find(5) == 0
+    assert uf.parent == [0, 0, 1, 1, 3, 3], (
+        f"path halving: 5 -> 3, 3 -> 1, 1 -> 0 expected, parent = {uf.parent}")
+    assert [uf.find(i) for i in range(6)] == [0] * 6  # the set did not change
+
+
+@pytest.mark.exercise("2.6")
 def test_union_find_is_fast_on_a_long_chain():
     """Path halving + union by size: 100k unions along a chain stay shallow."""
     n = 100_000

@@ -118,6 +118,25 @@ def test_signatures_do_not_depend_on_the_batch():
 
 
 @pytest.mark.exercise("2.4")
+@pytest.mark.parametrize("rows_per_block", [1, 2, 5])
+def test_a_document_spread_over_blocks_keeps_its_minimum(rows_per_block):
+    """`rows_per_block` bounds the memory, nothing else: with blocks smaller than a document
+    (its keys in rows of 32), each block can only lower what the blocks before it found."""
+    hasher = dd.MinHasher(num_perm=16, seed=2)
+    rng = np.random.default_rng(rows_per_block)
+    docs = [np.unique(rng.integers(0, 2**32, size, dtype=np.uint64)).astype(np.uint32)
+            for size in (300, 5, 64, 33, 1)]
+    got = hasher.signatures(docs, rows_per_block=rows_per_block)
+    want = hasher.signatures(docs)  # the default block holds every row here
+    for d, doc in enumerate(docs):
+        slow = ((doc.astype(np.uint64)[:, None] * hasher.a + hasher.b) % 2**32).min(axis=0)
+        np.testing.assert_array_equal(want[d], slow)
+        np.testing.assert_array_equal(got[d], slow, err_msg=(
+            f"document {d} ({len(doc)} keys) with rows_per_block={rows_per_block}: each position must be "
+            "the minimum over all the document's keys, whichever blocks they fell in"))
+
+
+@pytest.mark.exercise("2.4")
 def test_texts_sets_and_hash_arrays_give_the_same_signature():
     hasher = dd.MinHasher(num_perm=48, seed=9, shingle="char", n=4)
     text = "import os\nprint(os.getcwd())\n"

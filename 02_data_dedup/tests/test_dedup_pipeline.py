@@ -80,6 +80,20 @@ def test_cluster_links_groups_into_one_unit():
         assert split[0] == split[1] == split[2]
 
 
+@pytest.mark.exercise("2.7")
+def test_a_unit_is_named_by_its_smallest_group():
+    """A cluster joining groups `a/x` and `z/y` is one unit named `a/x`: it lands where
+    `a/x` alone lands, for every salt."""
+    sources = ["z/y/1.py", "a/x/2.py", "m/n/3.py"]
+    labels = np.array([0, 0, 2])  # z/y/1.py and a/x/2.py are near-duplicates
+    for salt in map(str, range(30)):
+        split = dd.assign_splits(sources, labels, (0.4, 0.3, 0.3), salt=salt)
+        alone = dd.assign_splits(["a/x/9.py"], None, (0.4, 0.3, 0.3), salt=salt)
+        assert split[0] == split[1] == alone[0], (
+            f"salt {salt!r}: a unit's split is fixed by its smallest group name ('a/x'), got {split.tolist()} "
+            f"where 'a/x' alone goes to {int(alone[0])}")
+
+
 @pytest.mark.given
 def test_source_group_and_split_arguments():
     assert dd.source_group("test/test_asyncio/test_tasks.py") == "test/test_asyncio"
@@ -274,6 +288,35 @@ def test_cli_builds_corpus_and_runs(tmp_path, capsys):
     assert report["params"]["threshold"] == 0.9 and report["params"]["num_perm"] == 64
     assert dd.main([str(tmp_path / "missing.jsonl"), str(tmp_path / "o")]) == 2
     assert "no such input file" in capsys.readouterr().err
+
+
+@pytest.mark.exercise("2.8")
+def test_filters_come_before_exact_dedup_and_outputs_are_normalised(tmp_path):
+    """A copy of a filtered record is filtered too (an exact duplicate is one of an earlier
+    record *not filtered*); a kept record is written with its text normalised."""
+    messy = "def area(w, h):   \r\n    return w * h  \r\n" * 6 + "\r\n\r\n"
+    path = _write_jsonl(tmp_path / "in.jsonl", [
+        {"id": "s1", "text": "x = 1", "source": "a/s1.py"},
+        {"id": "s2", "text": "x = 1", "source": "a/s2.py"},
+        {"id": "m", "text": messy, "source": "b/m.py"},
+        _doc(4)])
+    report = dd.run_pipeline(path, tmp_path / "out", progress=False)
+    assert report["filtered"]["too_short"] == 2 and report["exact_duplicates"] == 0, (
+        f"both copies of a too-short text must be filtered, not one filtered and one an exact duplicate: "
+        f"filtered {report['filtered']}, exact duplicates {report['exact_duplicates']}")
+    written = {r["id"]: r for split in _outputs(tmp_path / "out").values() for r in split}
+    assert written["m"]["text"] == dd.normalize_text(messy), "kept records must be written with normalised text"
+
+
+@pytest.mark.exercise("2.8")
+def test_pipeline_does_not_depend_on_the_batch_size(messy_corpus, tmp_path):
+    """`config.batch_size` (documents per MinHash call) bounds the memory, nothing else."""
+    whole = dd.run_pipeline(messy_corpus, tmp_path / "a", progress=False)
+    small = dd.run_pipeline(messy_corpus, tmp_path / "b", dd.PipelineConfig(batch_size=7), progress=False)
+    for key in ("exact_duplicates", "near_duplicates", "clusters", "kept", "candidate_pairs", "verified_pairs"):
+        assert small[key] == whole[key], f"{key} with batch_size=7: {small[key]} != {whole[key]} (batch_size=512)"
+    for name in (*dd.SPLITS, "removed"):
+        assert ((tmp_path / "a" / f"{name}.jsonl").read_bytes() == (tmp_path / "b" / f"{name}.jsonl").read_bytes()), name
 
 
 @pytest.mark.exercise("2.8")

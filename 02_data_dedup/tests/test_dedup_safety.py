@@ -163,3 +163,72 @@ def test_build_train_split_leaves_no_corpus_behind(tmp_path):
     assert path == tmp_path / "split" / "train.jsonl"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["split"]
     assert sorted(p.name for p in (tmp_path / "split").iterdir()) == sorted(dd.OUTPUT_FILES)
+
+
+def _call_main(argv, capsys):
+    try:
+        code = dd.main(argv)
+    except SystemExit as e:
+        code = e.code
+    return code, capsys.readouterr().err
+
+
+@pytest.mark.given
+def test_a_compressed_or_empty_input_is_refused_and_the_outputs_kept(tmp_path, capsys):
+    """A gzip (or bzip2, UTF-16, empty) file has no record to split: exit 2 naming the file
+    and what it looks like, before anything is read; the previous outputs stay as they were
+    (not 'input lines 25, malformed 25, kept 0' and empty splits in their place)."""
+    import bz2
+    import gzip
+
+    out = tmp_path / "out"
+    before = _fake_previous_outputs(out)
+    text = "".join(json.dumps(r) + "\n" for r in _docs(25)).encode("utf-8")
+    cases = {"corpus.jsonl.gz": (gzip.compress(text), "gzip"),
+             "corpus.jsonl.bz2": (bz2.compress(text), "bzip2"),
+             "utf16.jsonl": (text.decode("utf-8").encode("utf-16"), "UTF-16"),
+             "empty.jsonl": (b"", "empty")}
+    for name, (data, looks_like) in cases.items():
+        (tmp_path / name).write_bytes(data)
+        code, err = _call_main([str(tmp_path / name), str(out), "--no-progress"], capsys)
+        assert code == 2, (f"dedup on {name} must refuse with exit status 2 (an input with no record "
+                           f"must not replace the outputs), got {code}; stderr: {err}")
+        assert err.startswith("error: ") and "Traceback" not in err, err
+        assert name in err and looks_like in err, f"the error must name the file and say it looks like {looks_like}: {err}"
+        assert _digests(out) == before, f"dedup on {name} must leave the previous outputs as they were"
+        with pytest.raises(ValueError, match=looks_like):
+            dd.run_pipeline(tmp_path / name, tmp_path / "fresh", progress=False)
+    assert not (tmp_path / "fresh").exists() and not list(tmp_path.rglob(".partial-*"))
+
+
+@pytest.mark.exercise("2.8")
+def test_an_input_without_one_record_is_refused_and_the_outputs_kept(tmp_path, capsys):
+    """Text in which no line is a record (a CSV, one JSON array spread over lines, blank
+    lines) is refused after the first pass, exit 2, naming the file and its first line;
+    the previous run's outputs stay. One record among bad lines is a corpus: it runs."""
+    corpus = _write(tmp_path / "good.jsonl", _docs(25))
+    out = tmp_path / "out"
+    assert dd.main([str(corpus), str(out), "--no-progress"]) == 0
+    capsys.readouterr()
+    before = _digests(out)
+    records = _docs(25)
+    bad = {"table.csv": "id,text,source\n" + "".join(f"{r['id']},{r['text'][:20]!r},{r['source']}\n"
+                                                   for r in records[:24]),
+           "array.json": json.dumps(records[:3], indent=2) + "\n",
+           "blank.jsonl": "\n" * 25}
+    for name, data in bad.items():
+        (tmp_path / name).write_text(data, encoding="utf-8")
+        lines = len(data.splitlines())
+        code, err = _call_main([str(tmp_path / name), str(out), "--no-progress"], capsys)
+        assert code == 2, (f"dedup on {name}, where none of its {lines} lines is a record, must refuse "
+                           f"with exit status 2 and keep the previous outputs; got {code}; stderr: {err}")
+        assert err.startswith("error: ") and "Traceback" not in err, err
+        assert name in err and f"all {lines} lines are malformed" in err and "line 1" in err, (
+            f"the error must name the file, the count of malformed lines and what line 1 looks like: {err}")
+        assert _digests(out) == before, f"dedup on {name} must leave the previous outputs as they were"
+        assert not list(tmp_path.rglob(".partial-*"))
+    assert json.loads((out / "report.json").read_text())["input_lines"] == 25  # the previous run's
+    mixed = tmp_path / "mixed.jsonl"
+    mixed.write_text(bad["table.csv"] + json.dumps(records[0]) + "\n", encoding="utf-8")
+    code, err = _call_main([str(mixed), str(tmp_path / "mixed_out"), "--no-progress"], capsys)
+    assert code == 0, f"one record among malformed lines is still a corpus (the report counts the rest): {err}"

@@ -68,3 +68,41 @@ def _parse_line(raw: bytes) -> tuple[dict | None, str | None]:
             return None, f"field {k!r} holds a lone surrogate (not valid Unicode)"
     return rec, None
     # END SOLUTION
+
+
+# What a file that is no JSON Lines text at all starts with (given code: `run_pipeline`
+# refuses such an input before it reads a line, naming what the file looks like).
+_NOT_TEXT = (
+    (b"\x1f\x8b", "a gzip file", "decompress it first (gunzip)"),
+    (b"BZh", "a bzip2 file", "decompress it first (bunzip2)"),
+    (b"\xfd7zXZ\x00", "an xz file", "decompress it first (unxz)"),
+    (b"\x28\xb5\x2f\xfd", "a zstd file", "decompress it first (unzstd)"),
+    (b"PK\x03\x04", "a zip archive", "extract the JSON Lines file from it first"),
+    (b"\xff\xfe", "UTF-16 text (little-endian byte-order mark)", "convert it to UTF-8 first"),
+    (b"\xfe\xff", "UTF-16 text (big-endian byte-order mark)", "convert it to UTF-8 first"),
+)
+
+
+def not_json_lines(path: str | Path) -> str | None:
+    """Why the file at `path` cannot be JSON Lines text, from its first bytes, or None.
+
+    "is empty" for a file of 0 bytes; "looks like a gzip file (it starts with the bytes
+    1f 8b): decompress it first (gunzip)" and the like for compressed files, archives and
+    UTF-16 text. None does not promise that any line is a record: `run_pipeline` also
+    refuses a file in which none is.
+    """
+    with open(path, "rb") as f:
+        head = f.read(8)
+    if not head:
+        return "is empty"
+    for magic, what, advice in _NOT_TEXT:
+        if head.startswith(magic):
+            return f"looks like {what} (it starts with the bytes {magic.hex(' ')}): {advice}"
+    return None
+
+
+def first_line_preview(path: str | Path, width: int = 40) -> str:
+    """The start of the file's first line, as Python writes bytes (for error messages)."""
+    with open(path, "rb") as f:
+        line = f.readline(width + 1).rstrip(b"\r\n")
+    return repr(line[:width]) + ("..." if len(line) > width else "")

@@ -11,13 +11,16 @@ from .minhash import estimate_jaccard, jaccard
 
 
 def s_curve(s: float | np.ndarray, bands: int | np.ndarray, rows: int | np.ndarray) -> float | np.ndarray:
-    """Probability that two documents of Jaccard s share at least one band bucket.
+    """P(candidate): the probability that two documents of Jaccard s become a candidate pair.
 
-    One band of `rows` signature positions matches with probability s**rows; all `bands`
-    bands fail with (1 - s**rows)**bands. So P(candidate) = 1 - (1 - s**r)**b: an S-shaped
-    curve that rises steeply near (1/b)**(1/r); P(0) = 0, P(1) = 1. Broadcasts s, bands and
-    rows against each other (float64 array); all scalars give a Python float. Raises
-    ValueError for a similarity outside [0, 1] or NaN ("similarities ..."), bands or rows < 1.
+    Their signatures are cut into `bands` bands of `rows` positions each; they are a
+    candidate when they agree on every position of at least one band (see
+    `candidate_pairs`), and each position agrees independently with probability s (the
+    MinHash property). The closed form follows from these two facts: a polynomial in s of
+    degree bands * rows with P(0) = 0 and P(1) = 1, S-shaped, steepest near (1/b)**(1/r).
+    Broadcasts s, bands and rows against each other (float64 array); all scalars give a
+    Python float. Raises ValueError for a similarity outside [0, 1] or NaN
+    ("similarities ..."), bands or rows < 1.
     """
     s_arr = np.asarray(s, dtype=np.float64)
     if np.any((s_arr < 0) | (s_arr > 1)) or np.any(np.isnan(s_arr)):
@@ -25,6 +28,8 @@ def s_curve(s: float | np.ndarray, bands: int | np.ndarray, rows: int | np.ndarr
     if np.any(np.asarray(bands) < 1) or np.any(np.asarray(rows) < 1):
         raise ValueError(f"bands and rows must be >= 1, got bands={bands!r}, rows={rows!r}")
     # BEGIN SOLUTION 2.5
+    # HINT: s_curve: one band matches when all of its r positions agree: s**r. The pair is
+    #   missed when every one of the b bands fails, each independently: (1 - s**r)**b.
     p = 1.0 - (1.0 - s_arr ** np.asarray(rows, np.float64)) ** np.asarray(bands, np.float64)
     return float(p) if p.ndim == 0 else p
     # END SOLUTION

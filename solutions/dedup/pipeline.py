@@ -14,7 +14,7 @@ from solutions.fileio import check_outputs, staged_outputs
 from .clusters import cluster
 from .config import OUTPUT_FILES, SPLITS, PipelineConfig
 from .exact import ExactDeduper
-from .jsonl import _parse_line, read_jsonl
+from .jsonl import _parse_line, first_line_preview, not_json_lines, read_jsonl
 from .lsh import candidate_pairs, lsh_params, verify_pairs
 from .minhash import MinHasher
 from .normalize import normalize_text
@@ -175,8 +175,11 @@ def run_pipeline(in_path: str | Path, out_dir: str | Path, config: PipelineConfi
     or not writable, an output path that is a folder are refused (`UnsafeOutputError`, a
     ValueError) before anything is written; the files are written into a fresh temporary
     folder next to the outputs, moved into `out_dir` only when the run finishes (report.json
-    last), so a run that fails or is killed leaves the previous outputs. Raises TypeError
-    for a config that is not a PipelineConfig, FileNotFoundError for a missing input.
+    last), so a run that fails or is killed leaves the previous outputs. An input that is
+    empty, compressed or UTF-16 (`not_json_lines`), or in which not one line is a record
+    (every line malformed), is refused with a ValueError that names the file and what it
+    looks like, and nothing is replaced. Raises TypeError for a config that is not a
+    PipelineConfig, FileNotFoundError for a missing input.
     """
     config = PipelineConfig() if config is None else config
     if not isinstance(config, PipelineConfig):
@@ -187,9 +190,19 @@ def run_pipeline(in_path: str | Path, out_dir: str | Path, config: PipelineConfi
     if not in_path.is_file():
         raise FileNotFoundError(f"no such input file: {in_path}")
     check_outputs(folder=out_dir, files=[out_dir / name for name in OUTPUT_FILES], inputs=[in_path])
+    kept = f"; nothing was written{' (the outputs in ' + str(out_dir) + ' are as they were)' if out_dir.exists() else ''}"
+    why = not_json_lines(in_path)
+    if why is not None:  # a compressed or empty file: refused before a line is read
+        raise ValueError(f"the input {in_path} {why}{kept}")
     started = time.perf_counter()
     with staged_outputs(out_dir, OUTPUT_FILES) as work_dir:
         report = dedup_and_split(in_path, work_dir, config, progress)
+        if report["malformed"] == report["input_lines"]:  # not one record: no splits replace the old
+            first = (report.get("malformed_lines") or [{}])[0].get("error", "?")
+            raise ValueError(
+                f"no line of the input {in_path} is a record: all {report['input_lines']} lines are "
+                f"malformed (line 1: {first}; it begins {first_line_preview(in_path)}). JSON Lines "
+                f"holds one JSON object {{\"id\", \"text\", \"source\"}} per line{kept}")
         report["quality_profile"] = profile_name(config.quality)
         report["seconds"] = round(time.perf_counter() - started, 3)
         report["docs_per_second"] = round(report["input_lines"] / max(report["seconds"], 1e-9), 1)
