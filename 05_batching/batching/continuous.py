@@ -2,7 +2,7 @@
 # The lesson is 05_batching/05_batching.ipynb. Exercises in this file (line of each hole, then the commands):
 #   5.4 Continuous batching: line 34; `course check 5.4`, `course hint 5.4`
 #   5.5 Chunked prefill: a token budget: line 45; `course check 5.5`, `course hint 5.5`
-#   5.6 Preemption and abort: line 61; `course check 5.6`, `course hint 5.6`
+#   5.6 Preemption, requeue and abort: line 61; `course check 5.6`, `course hint 5.6`
 """ContinuousBatching: iteration-level scheduling, chunked prefill, preemption (5.4–5.6)."""
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ class ContinuousBatching(Scheduler):
         and the newcomer overtakes the victim, which arrived first. vLLM's scheduler keeps
         the same rule: running before swapped before waiting, with no new prefill in a step
         that preempted (vllm-project/vllm PR #5633, "don't schedule prefill if freeing kv cache")."""
-        raise NotImplementedError('Exercise 5.6: Preemption and abort — see 05_batching.ipynb')
+        raise NotImplementedError('Exercise 5.6: Preemption, requeue and abort — see 05_batching.ipynb')
 
     # ---- given ----------------------------------------------------------------------------------
 

@@ -1,7 +1,8 @@
 # GENERATED from solutions/batching/engine.py by `course stubs --write`: fill in the bodies that raise NotImplementedError.
 # The lesson is 05_batching/05_batching.ipynb. Exercises in this file (line of each hole, then the commands):
-#   5.6 Preemption and abort: line 39; `course check 5.6`, `course hint 5.6`
-"""Engine: the model, the stage-04 cache and a scheduler; one step at a time (abort: 5.6)."""
+#   5.6 Preemption, requeue and abort: lines 40, 49; `course check 5.6`, `course hint 5.6`
+"""Engine: the model, the stage-04 cache and a scheduler; one step at a time (5.6: abort, and
+taking a preempted request back into the queue)."""
 
 from __future__ import annotations
 
@@ -36,7 +37,16 @@ class Engine:
         id is a ValueError ("no request ...")."""
         if request_id not in self.requests:
             raise ValueError(f"no request with id {request_id!r} in this engine")
-        raise NotImplementedError('Exercise 5.6: Preemption and abort — see 05_batching.ipynb')
+        raise NotImplementedError('Exercise 5.6: Preemption, requeue and abort — see 05_batching.ipynb')
+
+    def _requeue(self, request: Request, now: float) -> None:
+        """Take back a victim of the scheduler's `preempt` (PREEMPTED, already out of
+        `running`) at time `now`, the start of the step. Afterwards it holds no cache row
+        (`_release`: its K/V are forgotten, `num_computed` is 0, so it will recompute prompt +
+        output in one prefill), its `preemptions` has grown by one, it is WAITING at `now`,
+        and it is back in the scheduler's waiting queue at its old place (`scheduler.add`
+        queues by `Request.order`, which its arrival still sets)."""
+        raise NotImplementedError('Exercise 5.6: Preemption, requeue and abort — see 05_batching.ipynb')
 
     # ---- given ----------------------------------------------------------------------------------
 
@@ -173,10 +183,7 @@ class Engine:
         self._end_fixed_batch()
         plan = self.scheduler.schedule(start)
         for request in plan.preempted:
-            self._release(request)
-            request.preemptions += 1
-            request.transition(State.WAITING, start)
-            self.scheduler.add(request)
+            self._requeue(request, start)
         for request in plan.admitted:
             self._acquire(request)
         if plan.admitted:  # _acquire may find some tokens already cached (stage 06's prefix cache)

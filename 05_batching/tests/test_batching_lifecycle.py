@@ -69,6 +69,8 @@ def test_time_cannot_run_backwards():
     r = fresh(5.0)
     with pytest.raises(b.IllegalTransition):
         r.transition(S.RUNNING, 4.0)
+    assert r.state is S.WAITING and len(r.events) == 1, (
+        "a move refused for its time must change nothing: check everything before changing state or events")
     r.transition(S.RUNNING, 5.0)  # the same instant is fine
 
 

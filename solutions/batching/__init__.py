@@ -8,7 +8,7 @@ The files, in exercise order:
     dynamic.py          DynamicBatching: a batch when full or its window closed       5.3
     continuous.py       ContinuousBatching: admission before every step, the token
                         budget (chunked prefill), preemption                          5.4-5.6
-    engine.py           Engine: model + cache + scheduler, step(); abort              5.6
+    engine.py           Engine: model + cache + scheduler, step(); abort, requeue     5.6
     metrics.py          request_metrics, percentile, summarize (TTFT, TPOT, ITL)      5.7
 
 Given: state.py (State, TRANSITIONS, Event), sampling_params.py, scheduler.py (the

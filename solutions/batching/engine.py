@@ -1,4 +1,5 @@
-"""Engine: the model, the stage-04 cache and a scheduler; one step at a time (abort: 5.6)."""
+"""Engine: the model, the stage-04 cache and a scheduler; one step at a time (5.6: abort, and
+taking a preempted request back into the queue)."""
 
 from __future__ import annotations
 
@@ -44,6 +45,22 @@ class Engine:
             self._release(request)
         request.transition(State.FINISHED, self.clock(), "abort")
         return True
+        # END SOLUTION
+
+    def _requeue(self, request: Request, now: float) -> None:
+        """Take back a victim of the scheduler's `preempt` (PREEMPTED, already out of
+        `running`) at time `now`, the start of the step. Afterwards it holds no cache row
+        (`_release`: its K/V are forgotten, `num_computed` is 0, so it will recompute prompt +
+        output in one prefill), its `preemptions` has grown by one, it is WAITING at `now`,
+        and it is back in the scheduler's waiting queue at its old place (`scheduler.add`
+        queues by `Request.order`, which its arrival still sets)."""
+        # BEGIN SOLUTION 5.6
+        # HINT: four things; the row goes back first (only a request holding one has a slot),
+        #   then the count, the WAITING move, and the queue.
+        self._release(request)
+        request.preemptions += 1
+        request.transition(State.WAITING, now)
+        self.scheduler.add(request)
         # END SOLUTION
 
     # ---- given ----------------------------------------------------------------------------------
@@ -181,10 +198,7 @@ class Engine:
         self._end_fixed_batch()
         plan = self.scheduler.schedule(start)
         for request in plan.preempted:
-            self._release(request)
-            request.preemptions += 1
-            request.transition(State.WAITING, start)
-            self.scheduler.add(request)
+            self._requeue(request, start)
         for request in plan.admitted:
             self._acquire(request)
         if plan.admitted:  # _acquire may find some tokens already cached (stage 06's prefix cache)
