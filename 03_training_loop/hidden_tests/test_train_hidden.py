@@ -194,13 +194,13 @@ def test_check_finite_names_the_step_and_what():
         train.check_finite(float("-inf"), step=42, what="gradient norm")
 
 
-# ---------------------------------------------------------------------- 3.9
+# ---------------------------------------------------------------------- 3.8
 def _stream(seed, n=600):
     g = torch.Generator().manual_seed(seed)
     return torch.randint(0, VOCAB_SIZE, (n,), generator=g, dtype=torch.int16)
 
 
-@pytest.mark.exercise("3.9")
+@pytest.mark.exercise("3.8")
 def test_three_uneven_micro_batches_of_equal_size_equal_one_batch():
     torch.manual_seed(0)
     a, b = GPT(TINY).double(), GPT(TINY).double()
@@ -215,7 +215,7 @@ def test_three_uneven_micro_batches_of_equal_size_equal_one_batch():
         torch.testing.assert_close(p, q, rtol=1e-9, atol=1e-12)
 
 
-@pytest.mark.exercise("3.9")
+@pytest.mark.exercise("3.8")
 def test_train_step_zeroes_old_gradients_first():
     torch.manual_seed(1)
     model = GPT(TINY)
@@ -230,13 +230,13 @@ def test_train_step_zeroes_old_gradients_first():
     assert norm == pytest.approx(float(want), rel=1e-4)
 
 
-# ---------------------------------------------------------------------- 3.10
+# ---------------------------------------------------------------------- 3.9
 class _Uniform(torch.nn.Module):
     def forward(self, x):
         return torch.zeros(*x.shape, VOCAB_SIZE)
 
 
-@pytest.mark.exercise("3.10")
+@pytest.mark.exercise("3.9")
 def test_evaluate_window_count_and_all_end_of_text():
     tokens = torch.full((33,), EOT, dtype=torch.int16)
     tokens[::2] = 65
@@ -248,8 +248,8 @@ def test_evaluate_window_count_and_all_end_of_text():
     assert ev["tokens"] == 8  # (12 - 1) // 4 = 2 whole windows
 
 
-# ---------------------------------------------------------------------- 3.11
-@pytest.mark.exercise("3.11")
+# ---------------------------------------------------------------------- 3.10
+@pytest.mark.exercise("3.10")
 def test_training_state_keeps_the_step_history_and_optimizer_moments(tmp_path):
     torch.manual_seed(2)
     model = GPT(TINY)
@@ -280,8 +280,8 @@ def test_training_state_keeps_the_step_history_and_optimizer_moments(tmp_path):
         assert torch.equal(p, q)
 
 
-# ---------------------------------------------------------------------- 3.12
-@pytest.mark.exercise("3.12")
+# ---------------------------------------------------------------------- 3.11
+@pytest.mark.exercise("3.11")
 def test_shard_batch_world_of_one_row_each():
     x = torch.arange(6 * 2).view(6, 2)
     shards = [train.shard_batch(x, x + 100, r, 6) for r in range(6)]

@@ -1,4 +1,4 @@
-"""Exercise 3.12: data parallel training with torch.distributed (gloo, CPU) under torchrun.
+"""Exercise 3.11: data parallel training with torch.distributed (gloo, CPU) under torchrun.
 
 Two processes with gradient accumulation A must give the loss curve of one process with
 accumulation 2A: both see the same global batch and average the same gradients; only the
@@ -27,7 +27,7 @@ train = course.load("train")
 TOLERANCE = 1e-4
 
 
-@pytest.mark.exercise("3.12")
+@pytest.mark.exercise("3.11")
 def test_shard_batch_partitions_the_global_batch():
     x = torch.arange(12 * 3).view(12, 3)
     y = x + 1
@@ -42,7 +42,7 @@ def test_shard_batch_partitions_the_global_batch():
         train.shard_batch(x, y, 2, 2)
 
 
-@pytest.mark.exercise("3.12")
+@pytest.mark.exercise("3.11")
 def test_single_process_needs_no_process_group():
     assert train.setup_distributed() == (0, 1)
     assert not torch.distributed.is_initialized()
@@ -59,9 +59,9 @@ def _write_corpus(folder):
                 f.write(json.dumps({"id": f"{name}{i}", "text": text, "source": "test"}) + "\n")
 
 
-@pytest.mark.exercise("3.12")
+@pytest.mark.exercise("3.11")
 def test_two_processes_match_one_process_with_twice_the_accumulation(tmp_path):
-    train.shard_batch(torch.zeros(4, 2), torch.zeros(4, 2), 1, 2)  # fail fast while 3.12 is a stub
+    train.shard_batch(torch.zeros(4, 2), torch.zeros(4, 2), 1, 2)  # fail fast while 3.11 is a stub
     _write_corpus(tmp_path)
     steps = 8
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",

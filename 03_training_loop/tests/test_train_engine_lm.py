@@ -114,3 +114,34 @@ def test_engine_run_is_reproducible_with_a_seed():
         return train.train_mlp_lm(model, opt, TOKENS[:5000], TOKENS[5000:6000], steps=15, batch_size=16,
                                   max_lr=0.1, warmup_steps=3, min_lr=0.01, eval_every=5, seed=11, log=None)
     assert run() == run()
+
+
+@pytest.mark.exercise("3.6")
+def test_engine_loop_draws_each_batch_from_one_generator():
+    """With a learning rate of 0 the weights never move, so step k's loss is the fresh model's
+    loss on the k-th batch that ONE np.random.default_rng(seed) gives sample_contexts."""
+    model = train.MLPLanguageModel(context=4, embed_dim=8, hidden=16, rng=2)
+    opt = train.SGD(model.parameters(), lr=0.1)
+    h = train.train_mlp_lm(model, opt, TOKENS[:4000], TOKENS[4000:5000], steps=4, batch_size=8, max_lr=0.0,
+                           warmup_steps=0, min_lr=0.0, eval_every=10, seed=7, log=None)
+    rng = np.random.default_rng(7)
+    want = [cross_entropy(model(X), Y).item() for X, Y in (train.sample_contexts(TOKENS[:4000], 8, 4, rng)
+                                                           for _ in range(4))]
+    np.testing.assert_allclose(h["loss"], want, rtol=1e-6, err_msg=(
+        "step k must train on the k-th batch of one generator made before the loop "
+        "(np.random.default_rng(seed)), and record that batch's loss"))
+
+
+@pytest.mark.exercise("3.6")
+def test_engine_loop_clips_before_the_step():
+    model = train.MLPLanguageModel(context=4, embed_dim=8, hidden=16, rng=0)
+    before = [p.data.astype(np.float64) for p in model.parameters()]
+    opt = train.SGD(model.parameters(), lr=1.0)
+    h = train.train_mlp_lm(model, opt, TOKENS[:3000], TOKENS[3000:3600], steps=1, batch_size=16, max_lr=1.0,
+                           warmup_steps=0, min_lr=1.0, max_norm=0.01, eval_every=1, seed=0, log=None)
+    moved = np.sqrt(sum(((p.data - b) ** 2).sum() for p, b in zip(model.parameters(), before)))
+    assert h["grad_norm"][0] > 0.01
+    assert moved == pytest.approx(0.01, rel=1e-3), (
+        f"with plain SGD at lr 1 the step must move the weights by the gradient clipped to max_norm 0.01 "
+        f"(clip before optimizer.step()); they moved {moved:.4g}, the unclipped gradient's norm is "
+        f"{h['grad_norm'][0]:.4g}")

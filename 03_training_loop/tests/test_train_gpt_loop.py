@@ -1,4 +1,4 @@
-"""Exercises 3.7–3.11: the PyTorch loop on the course's GPT — batches, the guard, the step with
+"""Exercises 3.7–3.10: the PyTorch loop on the course's GPT — batches, the guard, the step with
 gradient accumulation, evaluation, and checkpoints that resume exactly."""
 from __future__ import annotations
 
@@ -7,10 +7,11 @@ from dataclasses import asdict, replace
 
 import pytest
 import torch
+from torch import nn
 
 import course
 from solutions.gpt import GPT, GPTConfig
-from solutions.tokenizer import EOT
+from solutions.tokenizer import EOT, VOCAB_SIZE
 
 train = course.load("train")
 
@@ -68,7 +69,7 @@ def test_get_batch_rejects_bad_input():
     assert train.get_batch(torch.arange(9), 1, 8, g)[0].shape == (1, 8)  # the shortest stream that fits
 
 
-# ---------------------------------------------------------------------------- 3.8 guard
+# ---------------------------------------------------------------------------- 3.8 the guard and the step
 
 @pytest.mark.exercise("3.8")
 @pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf")])
@@ -80,7 +81,7 @@ def test_check_finite(bad):
     assert isinstance(e.value, FloatingPointError)
 
 
-@pytest.mark.exercise("3.9")
+@pytest.mark.exercise("3.8")
 def test_nan_loss_stops_the_step_before_the_weights_change():
     torch.manual_seed(0)
     model = GPT(TINY)
@@ -96,9 +97,7 @@ def test_nan_loss_stops_the_step_before_the_weights_change():
     assert torch.equal(before["transformer.wpe.weight"].nan_to_num(), after["transformer.wpe.weight"].nan_to_num())
 
 
-# ---------------------------------------------------------------------------- 3.9 train step
-
-@pytest.mark.exercise("3.9")
+@pytest.mark.exercise("3.8")
 def test_accumulation_equals_one_big_batch():
     """A micro-batches of B give the same step as one batch of A*B (float32: 1e-5)."""
     x, y = train.get_batch(TRAIN, 8, 16, torch.Generator().manual_seed(1))
@@ -111,13 +110,16 @@ def test_accumulation_equals_one_big_batch():
         results.append((loss, norm, [p.detach().clone() for p in model.parameters()]))
     (loss1, norm1, params1) = results[0]
     assert loss1 == pytest.approx(math.log(257), abs=0.1)  # a fresh model guesses uniformly
-    for loss, norm, params in results[1:]:
-        assert loss == pytest.approx(loss1, rel=1e-5) and norm == pytest.approx(norm1, rel=1e-4)
+    for chunks, (loss, norm, params) in zip((2, 4), results[1:]):
+        rule = (f"{chunks} micro-batches of {8 // chunks} must give the step of one batch of 8: loss = the mean of "
+                "the micro-batch losses, gradient = the sum of each micro-batch's (loss / A) gradient")
+        assert loss == pytest.approx(loss1, rel=1e-5), f"{rule}; loss {loss:.6f} vs {loss1:.6f}"
+        assert norm == pytest.approx(norm1, rel=1e-4), f"{rule}; gradient norm {norm:.6f} vs {norm1:.6f}"
         for a, b in zip(params, params1):
-            torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6)
+            torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6, msg=lambda m: f"{rule}; weights after the step: {m}")
 
 
-@pytest.mark.exercise("3.9")
+@pytest.mark.exercise("3.8")
 def test_train_step_clips_and_returns_the_norm_before_clipping():
     torch.manual_seed(0)
     model = GPT(TINY)
@@ -135,16 +137,48 @@ def test_train_step_clips_and_returns_the_norm_before_clipping():
         train.train_step(model, opt, [], max_norm=1.0)
 
 
-@pytest.mark.exercise("3.9")
-def test_short_gpt_run_loss_falls():
-    model, h = train.train(_cfg(steps=40, eval_every=20), TRAIN, VAL, progress=False)
-    assert h["step"] == list(range(1, 41)) and h["val_step"] == [20, 40]
-    assert h["tokens"][-1] == 40 * 4 * 16
-    assert sum(h["loss"][-5:]) / 5 < sum(h["loss"][:5]) / 5 - 1.5, h["loss"]
-    assert h["val_loss"][-1] < h["val_loss"][0] and all(math.isfinite(v) for v in h["grad_norm"])
+@pytest.mark.exercise("3.8")
+def test_train_step_ignores_gradients_left_from_before():
+    torch.manual_seed(3)
+    model = GPT(TINY)
+    x, y = train.get_batch(TRAIN, 4, 16, torch.Generator().manual_seed(4))
+    for p in model.parameters():
+        p.grad = torch.full_like(p, 1e3)  # left over from some other computation
+    _, norm = train.train_step(model, torch.optim.SGD(model.parameters(), lr=0.0), [(x, y)], max_norm=1e9)
+    model.zero_grad()
+    train.lm_loss(model, x, y).backward()
+    fresh = float(torch.sqrt(sum((p.grad ** 2).sum() for p in model.parameters())))
+    assert norm == pytest.approx(fresh, rel=1e-4), (
+        f"train_step must zero the gradients before the first backward (gradients left in .grad do not "
+        f"count): norm {norm:.4g}, the batch's own gradient norm {fresh:.4g}")
 
 
-# ---------------------------------------------------------------------------- 3.10 evaluate
+class _SqrtAtZero(nn.Module):
+    """A finite loss (ln 257: every logit 0) whose gradient is infinite: d sqrt(p)/dp at p = 0."""
+
+    def __init__(self):
+        super().__init__()
+        self.p = nn.Parameter(torch.zeros(()))
+        self.w = nn.Parameter(torch.zeros(VOCAB_SIZE))
+
+    def forward(self, x):
+        logits = self.w.expand(*x.shape, VOCAB_SIZE).clone()
+        logits[..., 0] = logits[..., 0] + torch.sqrt(self.p)
+        return logits
+
+
+@pytest.mark.exercise("3.8")
+def test_a_finite_loss_with_a_non_finite_gradient_norm_stops_the_step():
+    model = _SqrtAtZero()
+    x = torch.full((2, 4), 65)  # targets are never token 0: the gradient at p is +inf
+    with pytest.raises(train.NonFiniteLossError, match="step 5: the gradient norm is") as info:
+        train.train_step(model, torch.optim.SGD(model.parameters(), lr=0.1), [(x, x)], max_norm=1.0, step=5)
+    assert "loss is" not in str(info.value)  # the loss itself was finite
+    assert float(model.p.detach()) == 0.0 and bool((model.w == 0).all()), \
+        "the gradient norm must be checked BEFORE optimizer.step(): no weight may change"
+
+
+# ---------------------------------------------------------------------------- 3.9 evaluate
 
 @torch.no_grad()
 def _brute_force_eval(model, tokens, T, n_windows):
@@ -160,7 +194,7 @@ def _brute_force_eval(model, tokens, T, n_windows):
     return nats / count, nats / math.log(2) / byte_count
 
 
-@pytest.mark.exercise("3.10")
+@pytest.mark.exercise("3.9")
 @pytest.mark.parametrize("batch_size, max_tokens", [(3, 16 * 7), (16, None)])
 def test_evaluate_matches_a_brute_force_count(batch_size, max_tokens):
     torch.manual_seed(0)
@@ -175,7 +209,7 @@ def test_evaluate_matches_a_brute_force_count(batch_size, max_tokens):
     assert ev["loss"] == pytest.approx(loss, rel=1e-5) and ev["bpb"] == pytest.approx(bpb, rel=1e-5)
 
 
-@pytest.mark.exercise("3.10")
+@pytest.mark.exercise("3.9")
 def test_evaluate_is_deterministic_with_dropout_and_caps_tokens():
     torch.manual_seed(0)
     model = GPT(replace(TINY, dropout=0.5)).train()
@@ -188,9 +222,19 @@ def test_evaluate_is_deterministic_with_dropout_and_caps_tokens():
         train.evaluate(model, VAL[:10], block_size=16)
 
 
-# ---------------------------------------------------------------------------- 3.11 resume
+@pytest.mark.exercise("3.9")
+def test_short_gpt_run_loss_falls():
+    """The whole loop (given) on 3.7-3.9: evaluates at every eval_every and after the last step."""
+    model, h = train.train(_cfg(steps=40, eval_every=20), TRAIN, VAL, progress=False)
+    assert h["step"] == list(range(1, 41)) and h["val_step"] == [20, 40]
+    assert h["tokens"][-1] == 40 * 4 * 16
+    assert sum(h["loss"][-5:]) / 5 < sum(h["loss"][:5]) / 5 - 1.5, h["loss"]
+    assert h["val_loss"][-1] < h["val_loss"][0] and all(math.isfinite(v) for v in h["grad_norm"])
 
-@pytest.mark.exercise("3.11")
+
+# ---------------------------------------------------------------------------- 3.10 resume
+
+@pytest.mark.exercise("3.10")
 def test_resume_gives_exactly_the_losses_of_an_unbroken_run(tmp_path):
     cfg = _cfg(model=replace(TINY, dropout=0.1), steps=12, eval_every=3)  # dropout: the torch RNG matters too
     full_model, full = train.train(cfg, TRAIN, VAL, progress=False)
@@ -207,7 +251,7 @@ def test_resume_gives_exactly_the_losses_of_an_unbroken_run(tmp_path):
         assert torch.equal(a, b)
 
 
-@pytest.mark.exercise("3.11")
+@pytest.mark.exercise("3.10")
 def test_training_state_round_trip_and_config_check(tmp_path):
     torch.manual_seed(0)
     model = GPT(TINY)
@@ -248,7 +292,7 @@ def test_train_config_rejects_bad_values():
     assert train.TrainConfig(**asdict(cfg)) == cfg  # round-trips through a checkpoint's dict
 
 
-@pytest.mark.exercise("3.11")
+@pytest.mark.exercise("3.10")
 def test_command_line_run_saves_a_loadable_model_with_its_meta(tmp_path, capsys):
     import json
 

@@ -80,8 +80,16 @@ def test_sgd_momentum_builds_speed_and_skips_missing_grads():
     for _ in range(3):  # a constant gradient: steps of 0.1, 0.19, 0.271 (velocity 1, 1.9, 2.71)
         p.grad = np.ones(3)
         opt.step()
-    np.testing.assert_allclose(p.data, -(0.1 + 0.19 + 0.271) * np.ones(3), rtol=1e-12)
+    np.testing.assert_allclose(p.data, -(0.1 + 0.19 + 0.271) * np.ones(3), rtol=1e-12,
+                               err_msg="the velocity must carry over from step to step (v = momentum * v + g)")
     np.testing.assert_array_equal(q.data, np.ones(2))  # no gradient: untouched
+    w = Tensor(np.full(2, 2.0), requires_grad=True)
+    opt = train.SGD([w], lr=0.1, momentum=0.5, weight_decay=0.1)
+    w.grad = np.array([1.0, -1.0])
+    opt.step()
+    np.testing.assert_array_equal(w.grad, [1.0, -1.0], err_msg="SGD.step must not modify the gradients "
+                                  "(the decayed gradient g = grad + weight_decay * p is a new array)")
+    np.testing.assert_allclose(w.data, [2.0 - 0.1 * 1.2, 2.0 - 0.1 * -0.8], rtol=1e-12)
 
 
 @pytest.mark.exercise("3.2")
@@ -118,7 +126,15 @@ def test_adamw_bias_correction_and_decoupled_decay():
     for _ in range(3):
         w.grad = np.zeros(2)
         opt.step()
-    np.testing.assert_allclose(w.data, np.array([2.0, -4.0]) * 0.95**3, rtol=1e-12)
+    np.testing.assert_allclose(w.data, np.array([2.0, -4.0]) * 0.95**3, rtol=1e-12,
+                               err_msg="decoupled decay: p *= 1 - lr * weight_decay, outside m and v")
+    # a parameter without a gradient is skipped entirely: no decay, no step
+    frozen, live = Tensor(np.ones(2), requires_grad=True), Tensor(np.ones(2), requires_grad=True)
+    opt = train.AdamW([frozen, live], lr=0.1, weight_decay=0.5)
+    live.grad = np.ones(2)
+    opt.step()
+    np.testing.assert_array_equal(frozen.data, np.ones(2), err_msg="a parameter whose grad is None must "
+                                  "not change (no decay either)")
 
 
 @pytest.mark.exercise("3.1")
@@ -221,7 +237,13 @@ def test_clip_keeps_direction_and_skips_missing_grads():
     a, b, c = (Tensor(np.zeros(2), requires_grad=True) for _ in range(3))
     a.grad, b.grad = np.array([3.0, 0.0]), np.array([0.0, 4.0])  # global norm 5; c has no grad
     assert train.clip_grad_norm(iter([a, b, c]), 1.0) == pytest.approx(5.0)
-    np.testing.assert_allclose(np.concatenate([a.grad, b.grad]), [0.6, 0.0, 0.0, 0.8], rtol=1e-5)
+    np.testing.assert_allclose(np.concatenate([a.grad, b.grad]), [0.6, 0.0, 0.0, 0.8], rtol=1e-5,
+                               err_msg="one factor for ALL gradients (their global norm), not a norm per parameter")
     assert c.grad is None
+    small = Tensor(np.zeros(2), requires_grad=True)
+    small.grad = np.array([0.3, 0.4])  # norm 0.5, under the limit
+    assert train.clip_grad_norm([small], 1.0) == pytest.approx(0.5)
+    np.testing.assert_array_equal(small.grad, [0.3, 0.4], err_msg="under max_norm the gradients must not "
+                                  "change (clipping only ever scales down)")
     with pytest.raises(ValueError):
         train.clip_grad_norm([a], 0.0)

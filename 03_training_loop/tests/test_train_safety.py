@@ -27,7 +27,7 @@ def _parts():
 
 
 def _a_state(path):
-    """A training state written by the given `save_checked` (not by exercise 3.11)."""
+    """A training state written by the given `save_checked` (not by exercise 3.10)."""
     model, opt, rng = _parts()
     state = {"step": 3, "model": model.state_dict(), "optimizer": opt.state_dict(),
              "rng": {"torch": torch.get_rng_state(), "data": rng.get_state()}, "history": {"step": [1, 2, 3]},
@@ -69,7 +69,7 @@ def test_another_config_only_when_it_differs(tmp_path):
         train.load_training_state(tmp_path / "other.pt", model=model, optimizer=opt, data_rng=rng)
 
 
-@pytest.mark.exercise("3.11")
+@pytest.mark.exercise("3.10")
 def test_saved_state_is_verified_and_resumes_with_its_own_config(tmp_path):
     model, opt, rng = _parts()
     path = train.save_training_state(tmp_path / "s.pt", model=model, optimizer=opt, step=3, data_rng=rng,
@@ -107,7 +107,7 @@ def _data(folder):
     return folder
 
 
-@pytest.mark.exercise("3.11")
+@pytest.mark.exercise("3.10")
 def test_cli_writes_under_the_run_folder_unless_told(tmp_path, monkeypatch, capsys, one_thread):
     monkeypatch.setattr(importlib.import_module(f"{train.__name__}.cli"), "RUNS_DIR", tmp_path / "runs")
     stamp = DEFAULT_WEIGHTS.stat().st_mtime_ns

@@ -12,10 +12,10 @@ exercise order:
     engine_loop.py  evaluate_mlp_lm, train_mlp_lm                       3.6
     data.py         get_batch (+ load_tokens)                           3.7
     guard.py        NonFiniteLossError, check_finite                    3.8
-    step.py         train_step with gradient accumulation               3.9
-    evaluation.py   evaluate: loss and bits per byte                    3.10
-    checkpoint.py   save_training_state, load_training_state            3.11
-    distributed.py  setup_distributed, shard_batch, all_reduce_mean     3.12
+    step.py         train_step with gradient accumulation               3.8
+    evaluation.py   evaluate: loss and bits per byte                    3.9
+    checkpoint.py   save_training_state, load_training_state            3.10
+    distributed.py  setup_distributed, shard_batch, all_reduce_mean     3.11
   given:
     arguments.py    check_positive          config.py   TrainConfig, PRESETS
     loop.py         make_optimizer, train   sampling.py pick_next, generate, sample_gpt, ...

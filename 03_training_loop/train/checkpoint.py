@@ -1,6 +1,6 @@
 # GENERATED from solutions/train/checkpoint.py by `course stubs --write`: fill in the bodies that raise NotImplementedError.
 # The lesson is 03_training_loop/03_training_loop.ipynb. Exercises in this file (line of each hole, then the commands):
-#   3.11 Checkpoints that resume exactly: lines 32, 52; `course check 3.11`, `course hint 3.11`
+#   3.10 Checkpoints that resume exactly: lines 32, 52; `course check 3.10`, `course hint 3.10`
 """Training state that resumes exactly: weights, optimizer, both generators, history, config."""
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ def save_training_state(path: str | Path, *, model: nn.Module, optimizer: torch.
     never leaves a torn file where the last good one was). Nothing passed in is changed.
     """
     path = Path(path)
-    raise NotImplementedError('Exercise 3.11: Checkpoints that resume exactly — see 03_training_loop.ipynb')
+    raise NotImplementedError('Exercise 3.10: Checkpoints that resume exactly — see 03_training_loop.ipynb')
     return save_checked(path, state)
 
 
@@ -49,7 +49,7 @@ def load_training_state(path: str | Path, *, model: nn.Module, optimizer: torch.
         diff = sorted(k for k in set(config) | set(state["config"]) if config.get(k) != state["config"].get(k))
         raise ValueError(f"{path} was saved with another config (differs in {diff}); resuming would not "
                          "continue the same run")
-    raise NotImplementedError('Exercise 3.11: Checkpoints that resume exactly — see 03_training_loop.ipynb')
+    raise NotImplementedError('Exercise 3.10: Checkpoints that resume exactly — see 03_training_loop.ipynb')
 
 
 def unwrap(model: nn.Module) -> nn.Module:

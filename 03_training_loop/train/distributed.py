@@ -1,6 +1,6 @@
 # GENERATED from solutions/train/distributed.py by `course stubs --write`: fill in the bodies that raise NotImplementedError.
 # The lesson is 03_training_loop/03_training_loop.ipynb. Exercises in this file (line of each hole, then the commands):
-#   3.12 Distributed data parallel: lines 26, 43, 56; `course check 3.12`, `course hint 3.12`
+#   3.11 Distributed data parallel: lines 26, 43, 56; `course check 3.11`, `course hint 3.11`
 """Distributed data parallel over processes that `torchrun` starts: join, shard, average."""
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ def setup_distributed() -> tuple[int, int]:
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if world == 1:
         return 0, 1
-    raise NotImplementedError('Exercise 3.12: Distributed data parallel — see 03_training_loop.ipynb')
+    raise NotImplementedError('Exercise 3.11: Distributed data parallel — see 03_training_loop.ipynb')
 
 
 def shard_batch(x: torch.Tensor, y: torch.Tensor, rank: int, world_size: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -40,7 +40,7 @@ def shard_batch(x: torch.Tensor, y: torch.Tensor, rank: int, world_size: int) ->
         raise ValueError(f"a batch of {x.shape[0]} rows does not split over {world_size} processes")
     if world_size == 1:
         return x, y
-    raise NotImplementedError('Exercise 3.12: Distributed data parallel — see 03_training_loop.ipynb')
+    raise NotImplementedError('Exercise 3.11: Distributed data parallel — see 03_training_loop.ipynb')
 
 
 def all_reduce_mean(value: torch.Tensor) -> torch.Tensor:
@@ -53,4 +53,4 @@ def all_reduce_mean(value: torch.Tensor) -> torch.Tensor:
     """
     if not (dist.is_available() and dist.is_initialized()):
         return value
-    raise NotImplementedError('Exercise 3.12: Distributed data parallel — see 03_training_loop.ipynb')
+    raise NotImplementedError('Exercise 3.11: Distributed data parallel — see 03_training_loop.ipynb')

@@ -1,6 +1,6 @@
 # GENERATED from solutions/train/evaluation.py by `course stubs --write`: fill in the bodies that raise NotImplementedError.
 # The lesson is 03_training_loop/03_training_loop.ipynb. Exercises in this file (line of each hole, then the commands):
-#   3.10 Evaluation: loss and bits per byte: line 39; `course check 3.10`, `course hint 3.10`
+#   3.9 Evaluation: loss and bits per byte: line 39; `course check 3.9`, `course hint 3.9`
 """Evaluation of a GPT on a token stream: loss in nats per token and bits per byte."""
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ def evaluate(model: nn.Module, tokens: torch.Tensor, *, block_size: int, batch_s
     """
     check_ints(1, block_size=block_size, batch_size=batch_size)
     n_windows = _whole_windows(tokens, block_size, max_tokens)
-    raise NotImplementedError('Exercise 3.10: Evaluation: loss and bits per byte — see 03_training_loop.ipynb')
+    raise NotImplementedError('Exercise 3.9: Evaluation: loss and bits per byte — see 03_training_loop.ipynb')
 
 
 def _whole_windows(tokens: torch.Tensor, block_size: int, max_tokens: int | None) -> int:

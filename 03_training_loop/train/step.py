@@ -1,6 +1,6 @@
 # GENERATED from solutions/train/step.py by `course stubs --write`: fill in the bodies that raise NotImplementedError.
 # The lesson is 03_training_loop/03_training_loop.ipynb. Exercises in this file (line of each hole, then the commands):
-#   3.9 Training step with grad accumulation: line 37; `course check 3.9`, `course hint 3.9`
+#   3.8 Training step: accumulation and NaN guard: line 37; `course check 3.8`, `course hint 3.8`
 """One optimizer step of the GPT over several micro-batches (gradient accumulation), DDP-aware."""
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ def train_step(model: nn.Module, optimizer: torch.optim.Optimizer,
     """
     if not micro_batches:
         raise ValueError("train_step needs at least one micro-batch")
-    raise NotImplementedError('Exercise 3.9: Training step with grad accumulation — see 03_training_loop.ipynb')
+    raise NotImplementedError('Exercise 3.8: Training step: accumulation and NaN guard — see 03_training_loop.ipynb')
 
 
 def lm_loss(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:

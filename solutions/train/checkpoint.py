@@ -26,7 +26,7 @@ def save_training_state(path: str | Path, *, model: nn.Module, optimizer: torch.
     never leaves a torn file where the last good one was). Nothing passed in is changed.
     """
     path = Path(path)
-    # BEGIN SOLUTION 3.11
+    # BEGIN SOLUTION 3.10
     # HINT: Build the dict `state` (the code below saves it): every key of TRAINING_STATE_KEYS.
     # HINT: Both generators: torch's global one (torch.get_rng_state(), dropout draws from it)
     #   and data_rng.get_state(), under "rng" as {"torch": ..., "data": ...}.
@@ -58,7 +58,7 @@ def load_training_state(path: str | Path, *, model: nn.Module, optimizer: torch.
         diff = sorted(k for k in set(config) | set(state["config"]) if config.get(k) != state["config"].get(k))
         raise ValueError(f"{path} was saved with another config (differs in {diff}); resuming would not "
                          "continue the same run")
-    # BEGIN SOLUTION 3.11
+    # BEGIN SOLUTION 3.10
     # HINT: The reverse of each save: load_state_dict for the (unwrapped) model and the
     #   optimizer, torch.set_rng_state and data_rng.set_state for the generators.
     unwrap(model).load_state_dict(state["model"])

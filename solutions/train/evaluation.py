@@ -33,7 +33,7 @@ def evaluate(model: nn.Module, tokens: torch.Tensor, *, block_size: int, batch_s
     """
     check_ints(1, block_size=block_size, batch_size=batch_size)
     n_windows = _whole_windows(tokens, block_size, max_tokens)
-    # BEGIN SOLUTION 3.10
+    # BEGIN SOLUTION 3.9
     # HINT: Remember model.training, call model.eval(), and model.train(<remembered>) at the end.
     # HINT: Window w starts at w * block_size; gather a batch of them with
     #   starts[:, None] + arange(block_size + 1), as get_batch does with random starts.

@@ -31,7 +31,7 @@ def train_step(model: nn.Module, optimizer: torch.optim.Optimizer,
     """
     if not micro_batches:
         raise ValueError("train_step needs at least one micro-batch")
-    # BEGIN SOLUTION 3.9
+    # BEGIN SOLUTION 3.8
     # HINT: Backpropagating each micro-batch's loss divided by A sums, in .grad, to the
     #   gradient of the mean loss: zero the grads once, then backward every micro-batch.
     # HINT: Wrap each forward and backward in `with grad_sync(model, enabled=<last one>):`
