@@ -1,6 +1,6 @@
 # GENERATED from solutions/autograd/arithmetic.py by `course stubs --write`: fill in the bodies that raise NotImplementedError.
 # The lesson is 01_autograd/01_autograd.ipynb. Exercises in this file (line of each hole, then the commands):
-#   1.2 Arithmetic with broadcasting: lines 36, 43, 50, 57, 68, 72, 101; `course check 1.2`, `course hint 1.2`
+#   1.2 Arithmetic with broadcasting: lines 36, 43, 50, 57, 71, 75, 104; `course check 1.2`, `course hint 1.2`
 """Exercise 1.2: + - * / ** and negation, with NumPy broadcasting both ways."""
 
 from __future__ import annotations
@@ -59,8 +59,11 @@ class ArithmeticMixin:
     def __pow__(self, other: object) -> "Tensor":
         """a ** b (and `b ** a` through __rpow__); the exponent may be a tensor too.
 
-        The exponent's gradient involves log(a), defined for a > 0: it is computed only when
-        the exponent requires grad, so `t ** 3` works for any t.
+        The gradients are PyTorch's, at the corners too: where b == 0, a ** b is the constant
+        1 and a gets gradient 0, at a == 0 as well (not 0 * 0**-1 = nan); where a == 0 and
+        b >= 0, b gets 0 (not 1 * log 0). Elsewhere the exponent's gradient involves log(a),
+        defined for a > 0: it is computed only when the exponent requires grad, so `t ** 3`
+        works for any t. Backward raises no floating-point warning for these corners.
         """
         other = _as_operand(other, self)
         if other is None:

@@ -1,6 +1,6 @@
 # GENERATED from solutions/autograd/losses.py by `course stubs --write`: fill in the bodies that raise NotImplementedError.
 # The lesson is 01_autograd/01_autograd.ipynb. Exercises in this file (line of each hole, then the commands):
-#   1.7 Softmax and cross-entropy: lines 23, 35, 42, 72; `course check 1.7`, `course hint 1.7`
+#   1.7 Softmax and cross-entropy: lines 23, 36, 43, 73; `course check 1.7`, `course hint 1.7`
 """Exercise 1.7: softmax, log_softmax and the fused cross-entropy loss."""
 
 from __future__ import annotations
@@ -28,7 +28,8 @@ def softmax(x: Tensor, axis: int = -1) -> Tensor:
 
     `x`: a Tensor or an ndarray (anything else is a TypeError; so is an axis that is not one
     int, and one out of range a ValueError naming it: given). One op: its backward gives x
-    PyTorch's gradient, of x's shape and dtype.
+    PyTorch's gradient, of x's shape and dtype, in memory linear in x's size: it never forms
+    the (C, C) Jacobian of a slice of C elements (a test measures what backward allocates).
     """
     x = _to_tensor(x, "softmax input")
     axis = _one_axis(axis, x.ndim)
@@ -36,7 +37,7 @@ def softmax(x: Tensor, axis: int = -1) -> Tensor:
 
 
 def log_softmax(x: Tensor, axis: int = -1) -> Tensor:
-    """log(softmax(x)) along `axis`: the same contract as `softmax`."""
+    """log(softmax(x)) along `axis`: the same contract as `softmax` (memory included)."""
     x = _to_tensor(x, "log_softmax input")
     axis = _one_axis(axis, x.ndim)
     raise NotImplementedError('Exercise 1.7: Softmax and cross-entropy — see 01_autograd.ipynb')

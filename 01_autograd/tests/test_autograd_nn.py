@@ -119,6 +119,30 @@ def test_mlp_layers_and_parameters():
 
 
 @pytest.mark.exercise("1.8")
+def test_mlp_layers_draw_from_one_generator():
+    mlp = ag.MLP([8, 8, 8, 8], rng=0)
+    weights = [layer.weight.data for layer in mlp.layers]
+    for i in range(len(weights)):
+        for j in range(i):
+            assert not np.array_equal(weights[i], weights[j]), (
+                f"MLP([8, 8, 8, 8], rng=0): layers {j} and {i} have identical weights; every Linear "
+                "must draw from ONE generator np.random.default_rng(rng), made once, in order "
+                "(not each from the same seed)")
+    gen = np.random.default_rng(0)
+    for i, layer in enumerate(mlp.layers):
+        expected = ag.Linear(8, 8, rng=gen)
+        np.testing.assert_array_equal(
+            layer.weight.data, expected.weight.data,
+            err_msg=f"layer {i} must be Linear(8, 8, rng=gen) with gen = np.random.default_rng(0) "
+                    "shared by the layers in order")
+        np.testing.assert_array_equal(layer.bias.data, expected.bias.data, err_msg=f"bias of layer {i}")
+    shared = np.random.default_rng(5)
+    first, second = ag.MLP([3, 4], rng=shared), ag.MLP([3, 4], rng=shared)
+    assert not np.array_equal(first.layers[0].weight.data, second.layers[0].weight.data), (
+        "an MLP given a Generator must draw from it (two MLPs from one generator differ)")
+
+
+@pytest.mark.exercise("1.8")
 @pytest.mark.parametrize("activation", ["relu", "tanh"])
 def test_mlp_training_matches_torch(activation):
     """Twenty SGD steps of the same network in both engines, in float64: same losses, same

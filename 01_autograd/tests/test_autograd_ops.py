@@ -98,6 +98,27 @@ def test_power_finite_differences(fd_check):
 
 
 @pytest.mark.exercise("1.2")
+def test_power_corners_match_torch():
+    """x ** 0 is the constant 1: its gradient is 0 everywhere, at x = 0 too (PyTorch's), not
+    b * a**(b-1) = 0 * inf = nan; and the exponent's gradient at a = 0 <= b is 0, not log 0."""
+    x = ag.Tensor(np.array([0.0, 1.0, -2.0, 0.5]), requires_grad=True)
+    with np.errstate(all="raise"):
+        (x ** 0).backward(np.ones(4))  # no sum(): 1.2's tests need only 1.1 and 1.2
+    assert np.isfinite(x.grad).all(), (
+        f"the gradient of x ** 0 must be 0 everywhere, at x = 0 too (PyTorch gives 0), got {x.grad}")
+    np.testing.assert_array_equal(x.grad, [0.0, 0.0, 0.0, 0.0], err_msg="the gradient of x ** 0 must be 0")
+    base, exponent = np.array([0.0, 0.0, 0.0, 1.5, 2.0]), np.array([0.0, 2.0, 1.0, 0.0, -1.0])
+    a, b = ag.Tensor(base, requires_grad=True), ag.Tensor(exponent, requires_grad=True)
+    ta, tb = torch.tensor(base, requires_grad=True), torch.tensor(exponent, requires_grad=True)
+    (a ** b).backward(np.ones(5))
+    (ta ** tb).backward(torch.ones(5, dtype=torch.float64))
+    np.testing.assert_allclose(a.grad, ta.grad.numpy(), rtol=1e-12,
+                               err_msg="d(a**b)/da at the corners a = 0, b = 0 must be PyTorch's")
+    np.testing.assert_allclose(b.grad, tb.grad.numpy(), rtol=1e-12,
+                               err_msg="d(a**b)/db must be 0 where a == 0 and b >= 0 (PyTorch's)")
+
+
+@pytest.mark.exercise("1.2")
 def test_float32_stays_float32():
     x = ag.Tensor(np.ones((2, 3), dtype=np.float32), requires_grad=True)
     w = ag.Tensor(np.full(3, 2.0, dtype=np.float32), requires_grad=True)

@@ -50,8 +50,10 @@ class MLP(Module):
 
     `self.layers` is the list of the Linear layers, in order: layer i is
     `Linear(sizes[i], sizes[i + 1], rng=gen, dtype=dtype)`, every one drawn from ONE generator
-    `gen = np.random.default_rng(rng)` made once, in order, so one seed fixes them all (and
-    two seeds differ). `parameters()` is then each layer's weight and bias, layer by layer.
+    `gen = np.random.default_rng(rng)` made once, in order, so one seed fixes them all, two
+    seeds differ, and layers of the same shape differ from each other (`MLP([8, 8, 8, 8],
+    rng=0)`: three different weight matrices; a test rebuilds them from one generator).
+    `parameters()` is then each layer's weight and bias, layer by layer.
     Fewer than two sizes, or another activation, is a ValueError (given).
     """
 

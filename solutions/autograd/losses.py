@@ -32,13 +32,19 @@ def softmax(x: Tensor, axis: int = -1) -> Tensor:
 
     `x`: a Tensor or an ndarray (anything else is a TypeError; so is an axis that is not one
     int, and one out of range a ValueError naming it: given). One op: its backward gives x
-    PyTorch's gradient, of x's shape and dtype.
+    PyTorch's gradient, of x's shape and dtype, in memory linear in x's size: it never forms
+    the (C, C) Jacobian of a slice of C elements (a test measures what backward allocates).
     """
     x = _to_tensor(x, "softmax input")
     axis = _one_axis(axis, x.ndim)
     # BEGIN SOLUTION 1.7
-    # HINT: with s = softmax(x), the backward is dx = s * (g - sum(g * s)), and that of
-    #   log_softmax is dx = g - s * sum(g), each sum along `axis` with keepdims=True.
+    # HINT: the forward is exp(log_softmax): reuse `_log_softmax_data`, it is already stable.
+    # HINT: along one slice, ds_i/dx_j = s_i (d_ij - s_j) (d_ij: 1 if i == j, else 0). The
+    #   backward is the vector-Jacobian product dx_j = sum_i g_i ds_i/dx_j: write the sum out
+    #   and split it at d_ij. No (C, C) matrix is needed, only elementwise products and one
+    #   sum per slice.
+    # HINT: dx = s * (g - sum(g * s)), the sum along `axis` with keepdims=True (so it
+    #   broadcasts back over the slice).
     data = np.exp(_log_softmax_data(x.data, axis))
 
     def backward(g: np.ndarray):
@@ -49,10 +55,12 @@ def softmax(x: Tensor, axis: int = -1) -> Tensor:
 
 
 def log_softmax(x: Tensor, axis: int = -1) -> Tensor:
-    """log(softmax(x)) along `axis`: the same contract as `softmax`."""
+    """log(softmax(x)) along `axis`: the same contract as `softmax` (memory included)."""
     x = _to_tensor(x, "log_softmax input")
     axis = _one_axis(axis, x.ndim)
     # BEGIN SOLUTION 1.7
+    # HINT: d(log s_i)/dx_j = d_ij - s_j: the same derivation as softmax's, one step shorter;
+    #   s is exp of the forward result. dx = g - s * sum(g), the sum along `axis`, keepdims.
     data = _log_softmax_data(x.data, axis)
 
     def backward(g: np.ndarray):
