@@ -4,10 +4,10 @@
 
 The files, in exercise order (the lesson is in 07_serving.ipynb), then the given ones:
 
-    validation.py   parse_request: a JSON body or an OpenAI-shaped 4xx        7.1
+    validation.py   token_budget; parse_request (given): a body or a 4xx      7.1
     admission.py    AdmissionControl (admit, release), request_blocks         7.2
     deadlines.py    deadline_reason; the 504 a late request gets              7.3
-    disconnect.py   until_disconnected, stream_closed                         7.4
+    disconnect.py   until_disconnected, next_events, stream_closed            7.4
     streaming.py    TokenStream (put, get_batch), sse                         7.5
     metrics.py      request_log, Metrics (observe_finished)                   7.6
     shutdown.py     drain; CourseServer, uvicorn with a drain first           7.7
@@ -27,7 +27,7 @@ from .cli import main
 from .deadlines import deadline_error, deadline_reason
 from .demo import demo
 from .detokenizer import Detokenizer
-from .disconnect import stream_closed, until_disconnected
+from .disconnect import next_events, stream_closed, until_disconnected
 from .engine_loop import EngineLoop, Job, engine_stats
 from .metrics import LOG_KEYS, Metrics, request_log
 from .protocol import CHAT_ROLES, CHAT_TEMPLATE, MODEL_NAME, APIError, GenerationRequest, Limits, render_chat
@@ -35,11 +35,12 @@ from .serve import ServerHandle, serve_in_thread
 from .shutdown import CourseServer, drain
 from .state import ServerConfig, ServerState
 from .streaming import TokenStream, sse
-from .validation import parse_request
+from .validation import parse_request, token_budget
 
 __all__ = [
-    "APIError", "Limits", "GenerationRequest", "CHAT_TEMPLATE", "render_chat", "parse_request",
-    "Ticket", "AdmissionControl", "request_blocks", "deadline_reason", "until_disconnected", "stream_closed",
+    "APIError", "Limits", "GenerationRequest", "CHAT_TEMPLATE", "render_chat", "parse_request", "token_budget",
+    "Ticket", "AdmissionControl", "request_blocks", "deadline_reason", "until_disconnected", "next_events",
+    "stream_closed",
     "TokenStream", "sse", "Detokenizer", "LOG_KEYS", "request_log", "Metrics", "drain",
     "ServerConfig", "ServerState", "EngineLoop", "build_app", "make_engine", "ServerHandle",
     "serve_in_thread", "main", "demo",

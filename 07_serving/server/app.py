@@ -22,7 +22,7 @@ from solutions.gpt import GPT
 from solutions.paged import PagedEngine
 from solutions.tokenizer import ByteTokenizer
 
-from .disconnect import stream_closed, until_disconnected
+from .disconnect import next_events, stream_closed, until_disconnected
 from .engine_loop import Job
 from .protocol import APIError, bad
 from .state import ServerConfig, ServerState
@@ -91,18 +91,6 @@ async def _stream_events(state: ServerState, job: Job, first: list[tuple]) -> As
             state.jobs.pop(job.id, None)
 
 
-async def _next_events(job: Job, gone: asyncio.Future) -> list[tuple] | None:
-    """The job's next events, or None if its client went away first (`gone` finished; a
-    watcher that failed is an error, raised here, not a departure)."""
-    get = asyncio.ensure_future(job.stream.get_batch())
-    await asyncio.wait({get, gone}, return_when=asyncio.FIRST_COMPLETED)
-    if get.done():
-        return get.result()
-    get.cancel()
-    gone.result()
-    return None
-
-
 async def _generate(request: HTTPRequest, state: ServerState, kind: str) -> Response:
     raw = await _read_body(request, state.config.max_body_bytes)
     try:
@@ -119,7 +107,7 @@ async def _generate(request: HTTPRequest, state: ServerState, kind: str) -> Resp
     streaming = False
     gone = asyncio.ensure_future(until_disconnected(request))
     try:
-        first = await _next_events(job, gone)
+        first = await next_events(job.stream, gone)
         if first is None:  # the client left before anything came back
             state.abort(job, "disconnect")
             return Response(status_code=499)
@@ -154,7 +142,7 @@ async def _collect(state: ServerState, job: Job, events: list[tuple], gone: asyn
                 finished[ev[1]] = (ev[2], ev[3], ev[4])
         if len(finished) == g.n:
             break
-        events = await _next_events(job, gone)
+        events = await next_events(job.stream, gone)
         if events is None:
             state.abort(job, "disconnect")
             return Response(status_code=499)

@@ -55,10 +55,49 @@ def test_request_larger_than_memory_is_400_and_draining_is_503():
     with pytest.raises(srv.APIError) as err:
         a.admit(40, 40)
     assert err.value.status == 400
+    assert err.value.param == "max_tokens" and err.value.code == "kv_cache_too_small", err.value.message
+    assert a.rejected == 0 and a.reserved_blocks == 0, "a request that can never fit is a 400, not counted in rejected"
     a.draining = True
     with pytest.raises(srv.APIError) as err:
         a.admit(1, 1)
     assert err.value.status == 503 and "Retry-After" in err.value.headers
+    assert err.value.code == "shutting_down" and err.value.type == "service_unavailable_error"
+
+
+def test_admit_checks_never_fits_then_draining_then_overload():
+    a = srv.AdmissionControl(num_blocks=4, block_size=16, max_queue_tokens=0, retry_after_s=3)
+    full = a.admit(30, 34)  # 4 blocks: the whole capacity
+    a.draining = True
+    with pytest.raises(srv.APIError) as err:
+        a.admit(40, 40)
+    assert err.value.status == 400, "a request larger than the whole memory is a 400 first, even while draining"
+    with pytest.raises(srv.APIError) as err:
+        a.admit(1, 1)
+    e = err.value
+    assert (e.status, e.code) == (503, "shutting_down"), \
+        "while draining every newcomer hears shutting_down, even when the server is also full"
+    assert e.headers == {"Retry-After": "3"}
+    a.draining = False
+    with pytest.raises(srv.APIError) as err:
+        a.admit(1, 1)
+    assert (err.value.status, err.value.code) == (503, "overloaded")
+    assert err.value.headers == {"Retry-After": "3"}
+    assert a.rejected == 2 and a.admitted == 1 and a.reserved_blocks == 4, "each 503 counts once in rejected"
+    a.release(full)
+    assert (a.reserved_blocks, a.reserved_tokens) == (0, 0)
+
+
+def test_admit_reserves_the_worst_case_of_every_choice():
+    a = srv.AdmissionControl(num_blocks=100, block_size=16, max_queue_tokens=0)
+    t = a.admit(40, 30, n=3)  # 2 full prompt blocks shared; each choice owns blocks_needed(70) - 2 = 3
+    assert t.blocks == 2 + 3 * 3 == srv.request_blocks(40, 30, 3, 16)
+    assert t.tokens == 3 * (40 + 30), "tokens reserved: n * (prompt + max_tokens)"
+    assert (a.reserved_blocks, a.reserved_tokens, a.admitted) == (11, 210, 1)
+    u = a.admit(1, 1)
+    a.release(t)
+    a.release(t)
+    assert (a.reserved_blocks, a.reserved_tokens) == (1, 2), "a ticket is handed back once, however often released"
+    assert t.released and not u.released
 
 
 def test_overload_gets_503_at_once_and_no_admitted_request_is_lost(start, kit):

@@ -4,6 +4,7 @@ non-streaming client that goes away, has its request aborted and its blocks free
 from __future__ import annotations
 
 import asyncio
+from types import SimpleNamespace
 
 import httpx
 import pytest
@@ -41,6 +42,114 @@ def test_until_disconnected_waits_while_the_client_is_there():
 
     asyncio.run(main())
     assert 3 <= fake.calls < 1000, "poll, but do not spin"
+
+
+def test_until_disconnected_keeps_the_event_loop_free():
+    """While it waits, the loop serves everyone else: a ticker task keeps ticking."""
+    fake = FakeRequest(connected_for=20)
+
+    async def main():
+        ticks = 0
+
+        async def ticker():
+            nonlocal ticks
+            while True:
+                ticks += 1
+                await asyncio.sleep(0)
+
+        t = asyncio.ensure_future(ticker())
+        await asyncio.wait_for(srv.until_disconnected(fake, poll_s=0.001), 5)
+        t.cancel()
+        return ticks
+
+    ticks = asyncio.run(main())
+    assert fake.calls == 21, "ask until the first True, then stop asking"
+    assert ticks >= 10, ("between two questions the wait must give the event loop back "
+                         f"(`await asyncio.sleep(poll_s)`, never time.sleep): other tasks ran {ticks} times")
+
+
+class QueueStream:
+    """A TokenStream as far as `next_events` needs it: `get_batch` waits for one event."""
+
+    def __init__(self):
+        self.queue: asyncio.Queue = asyncio.Queue()
+
+    async def get_batch(self):
+        return [await self.queue.get()]
+
+
+def test_next_events_returns_the_batch_while_the_client_is_there():
+    async def main():
+        stream, gone = QueueStream(), asyncio.get_running_loop().create_future()
+        asyncio.get_running_loop().call_later(0.01, stream.queue.put_nowait, ("delta", 0, "a"))
+        got = await asyncio.wait_for(srv.next_events(stream, gone), 5)
+        assert not gone.done(), "next_events must never cancel (nor finish) the shared watcher"
+        gone.cancel()
+        return got
+
+    assert asyncio.run(main()) == [("delta", 0, "a")]
+
+
+def test_next_events_is_none_when_the_client_left_and_loses_no_event():
+    async def main():
+        loop = asyncio.get_running_loop()
+        stream, gone = QueueStream(), loop.create_future()
+        loop.call_later(0.01, gone.set_result, None)
+        first = await asyncio.wait_for(srv.next_events(stream, gone), 5)
+        assert first is None, "the client left first: None"
+        # the getter that lost the race must be gone: the next event goes to the next call
+        stream.queue.put_nowait(("delta", 0, "b"))
+        later = loop.create_future()
+        try:
+            got = await asyncio.wait_for(srv.next_events(stream, later), 2)
+        except asyncio.TimeoutError:
+            pytest.fail("an event put after a departure was lost: the get_batch that lost the race "
+                        "was left waiting and took it (cancel it)")
+        later.cancel()
+        return got
+
+    assert asyncio.run(main()) == [("delta", 0, "b")]
+
+
+def test_next_events_a_ready_batch_wins_over_a_departure():
+    async def main():
+        loop = asyncio.get_running_loop()
+        stream, gone = QueueStream(), loop.create_future()
+        stream.queue.put_nowait(("finish", 0, "stop", 1, 1))
+        gone.set_result(None)
+        return await asyncio.wait_for(srv.next_events(stream, gone), 5)
+
+    assert asyncio.run(main()) == [("finish", 0, "stop", 1, 1)], \
+        "a batch that is ready is returned even if the client has left too (look at the batch first)"
+
+
+def test_next_events_raises_what_a_broken_watcher_raised():
+    async def main():
+        loop = asyncio.get_running_loop()
+        stream, gone = QueueStream(), loop.create_future()
+        gone.set_exception(RuntimeError("the watcher broke"))
+        return await asyncio.wait_for(srv.next_events(stream, gone), 5)
+
+    with pytest.raises(RuntimeError, match="the watcher broke"):
+        asyncio.run(main())
+
+
+def test_stream_closed_aborts_only_a_stream_cut_short():
+    class State:
+        def __init__(self):
+            self.aborted = []
+
+        def abort(self, job, reason):
+            self.aborted.append((job.id, reason))
+
+    job = SimpleNamespace(id="j1", gen=SimpleNamespace(n=2))
+    state = State()
+    srv.stream_closed(state, job, 2)
+    assert state.aborted == [], "a stream whose every choice finished is complete: nothing to abort"
+    srv.stream_closed(state, job, 1)
+    assert state.aborted == [("j1", "disconnect")], "one of two choices finished: the stream was cut short"
+    srv.stream_closed(state, job, 0)
+    assert state.aborted[-1] == ("j1", "disconnect") and len(state.aborted) == 2
 
 
 @pytest.fixture(scope="module")

@@ -29,6 +29,9 @@ def test_deadline_reason(tiny_model):
     assert late(r, 11.5, first_token_s=None, total_s=2.0) is None
     assert late(r, 12.5, first_token_s=None, total_s=2.0) == "total"
     assert late(r, 99.0, first_token_s=None, total_s=None) is None
+    assert late(r, 12.5, first_token_s=1.0, total_s=2.0) == "first_token", \
+        "past both deadlines with no token yet: the first-token deadline wins"
+    assert late(r, 11.0, first_token_s=1.0, total_s=2.0) is None, "exactly at the first-token deadline is not past it"
     clock.now = 10.2
     engine.step()  # prefill: the first token exists now
     assert r.output
@@ -37,6 +40,9 @@ def test_deadline_reason(tiny_model):
     assert late(r, 12.01, first_token_s=1.0, total_s=2.0) == "total"
     engine.abort(r.request_id)
     assert late(r, 50.0, first_token_s=1.0, total_s=2.0) is None, "a finished request is never late"
+    fresh = Request([1, 2], 3)
+    assert fresh.arrival is None
+    assert late(fresh, 50.0, first_token_s=1.0, total_s=2.0) is None, "a request without an arrival is never late"
 
 
 def test_total_deadline_is_504_and_frees_everything(start, kit):

@@ -56,6 +56,12 @@ def test_request_log_preempted_aborted_and_single_token():
     assert gone["output_tokens"] == 0 and gone["e2e_s"] == pytest.approx(2.0)
     assert gone["queue_s"] is None and gone["ttft_s"] is None and gone["mean_tpot_s"] is None
     assert srv.request_log(finished([1.5]), "stop")["finish_reason"] == "stop", "the server's reason wins"
+    r = finished([1.5, 2.0])
+    r.num_cached_tokens = None
+    assert srv.request_log(r)["prefix_hit_tokens"] == 0, "num_cached_tokens None (never admitted) logs 0"
+    r.num_cached_tokens = 16
+    assert srv.request_log(r)["prefix_hit_tokens"] == 16, "prefix_hit_tokens is request.num_cached_tokens"
+    assert list(srv.request_log(r)) == list(srv.LOG_KEYS), "the keys in LOG_KEYS order"
 
 
 def test_observe_finished_updates_counters_and_histograms():
@@ -77,6 +83,13 @@ def test_observe_finished_updates_counters_and_histograms():
     assert v("vllm:request_success_total", finished_reason="abort") == 1
     assert v("vllm:time_to_first_token_seconds_count") == 1, "no first token, no TTFT sample"
     assert v("vllm:e2e_request_latency_seconds_count") == 2
+    assert v("vllm:inter_token_latency_seconds_count") == 3, "no tokens, no inter-token gaps"
+    cut = finished([1.5, 1.75], reason="length")  # the server cut it at a stop string
+    m.observe_finished(srv.request_log(cut, "stop"), cut)
+    assert v("vllm:request_success_total", finished_reason="stop") == 1, \
+        "request_success is labelled with the log line's finish_reason (the server's)"
+    assert v("vllm:request_success_total", finished_reason="length") == 1
+    assert v("vllm:prompt_tokens_total") == 9 and v("vllm:generation_tokens_total") == 6, "counters add up"
 
 
 def scrape(handle, kit) -> dict:

@@ -3,9 +3,11 @@ grace period or abort them (telling their clients), and exit 0."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import signal
 import threading
+from types import SimpleNamespace
 
 import pytest
 
@@ -48,6 +50,74 @@ def _raise_early_errors(flights) -> None:
     for t, out in flights:
         if not t.is_alive():
             out["r"]
+
+
+class FakeState:
+    """ServerState as far as `drain` needs it. `finish_after[job_id]`: the job's handler
+    answers (leaves `jobs`) after that many turns of the event loop; an aborted job
+    answers a few turns after its abort command (as the engine thread and the handler
+    would)."""
+
+    def __init__(self, finish_after: dict[str, int]):
+        self.admission = SimpleNamespace(draining=False)
+        self.jobs = {j: SimpleNamespace(id=j) for j in finish_after}
+        self.finish_after = dict(finish_after)
+        self.submitted: list[tuple] = []
+        self.draining_seen_by_jobs: list[bool] = []
+        self.loop = SimpleNamespace(submit=self._submit)
+
+    def _submit(self, command):
+        self.submitted.append(command)
+        if command[0] == "abort":
+            self.finish_after[command[1]] = 3
+
+    async def run_handlers(self):  # the handlers of the jobs in flight, on the event loop
+        while True:
+            await asyncio.sleep(0.001)
+            self.draining_seen_by_jobs.append(self.admission.draining)
+            for j in list(self.jobs):
+                self.finish_after[j] -= 1
+                if self.finish_after[j] <= 0:
+                    del self.jobs[j]
+
+
+def _drain(state: FakeState, grace_s: float, bound: float = 20.0) -> int:
+    async def main():
+        handlers = asyncio.ensure_future(state.run_handlers())
+        try:
+            return await asyncio.wait_for(srv.drain(state, grace_s, poll_s=0.001), bound)
+        finally:
+            handlers.cancel()
+
+    return asyncio.run(main())
+
+
+def test_drain_waits_for_jobs_that_finish_within_the_grace_period():
+    state = FakeState({"a": 5, "b": 40})
+    assert _drain(state, grace_s=30.0) == 0, "both jobs finished within the grace period: nothing aborted"
+    assert state.submitted == [], "no abort for a job that finished by itself"
+    assert state.jobs == {}
+    assert state.admission.draining, "draining stays set: newcomers keep getting 503"
+    assert state.draining_seen_by_jobs and all(state.draining_seen_by_jobs), \
+        "admission.draining must be set before the first wait (a newcomer admitted meanwhile would be lost)"
+
+
+def test_drain_returns_as_soon_as_nothing_is_in_flight():
+    state = FakeState({})
+    assert _drain(state, grace_s=600.0, bound=5.0) == 0, "nothing in flight: return at once, not after the grace"
+    state = FakeState({"a": 2})
+    assert _drain(state, grace_s=600.0, bound=5.0) == 0, "return as soon as the last job has answered"
+
+
+def test_drain_aborts_what_outlives_the_grace_period_and_waits_for_the_answers():
+    state = FakeState({"quick": 2, "slow1": 10 ** 9, "slow2": 10 ** 9})
+    assert _drain(state, grace_s=0.3) == 2, "drain returns how many jobs it had to abort"
+    aborted = [c for c in state.submitted if c[0] == "abort"]
+    assert sorted(c[1] for c in aborted) == ["slow1", "slow2"], "abort exactly the jobs still in flight"
+    for _, _, err in aborted:
+        assert isinstance(err, srv.APIError), "the abort carries the APIError the client is told"
+        assert (err.status, err.type, err.code) == (503, "service_unavailable_error", "shutting_down")
+    assert state.jobs == {}, "on return the aborted jobs' handlers have answered (wait for them after aborting)"
 
 
 def test_in_flight_requests_finish_and_newcomers_get_503(start, kit):

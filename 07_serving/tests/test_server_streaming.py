@@ -86,6 +86,43 @@ def test_token_stream_waits_for_the_first_event():
     assert asyncio.run(main()) == [("finish", 0, "stop", 1, 1)]
 
 
+def test_token_stream_put_after_the_loop_closed_is_dropped():
+    loop = asyncio.new_event_loop()
+    stream = srv.TokenStream(loop)
+    loop.close()
+    stream.put(("delta", 0, "late"))  # the server is gone: no error, nothing to do
+
+
+def test_token_stream_only_the_loops_thread_touches_the_queue():
+    """The engine thread puts; the asyncio.Queue is changed on the loop's thread only (an
+    asyncio object touched from another thread does not wake a waiting reader)."""
+    touched: set[int] = set()
+
+    class Recording(asyncio.Queue):
+        def put_nowait(self, item):
+            touched.add(threading.get_ident())
+            super().put_nowait(item)
+
+    async def main():
+        stream = srv.TokenStream(asyncio.get_running_loop())
+        stream.queue = Recording()
+        reader = asyncio.ensure_future(stream.get_batch())
+        await asyncio.sleep(0.01)  # the reader waits on the empty queue now
+        producer, errors = in_thread(lambda: [stream.put(("delta", 0, c)) for c in "abc"])
+        producer.start()
+        producer.join(5)
+        if errors:
+            raise errors[0]
+        got = await asyncio.wait_for(reader, 5)
+        while len(got) < 3:
+            got += await asyncio.wait_for(stream.get_batch(), 5)
+        return got
+
+    assert asyncio.run(main()) == [("delta", 0, "a"), ("delta", 0, "b"), ("delta", 0, "c")]
+    assert touched == {threading.get_ident()}, \
+        "put must not touch self.queue from the calling thread: hand it to the loop (call_soon_threadsafe)"
+
+
 def test_completions_non_streaming(oai):
     r = oai.completions.create(model=M, prompt="def f(x):", max_tokens=12, temperature=0)
     assert r.object == "text_completion" and r.model == M and len(r.choices) == 1

@@ -1,5 +1,7 @@
 """7.1 Request validation: every bad input gets the right 4xx with an OpenAI-shaped error
-naming the problem, and the server keeps serving."""
+naming the problem, and the server keeps serving. `parse_request` is given code except for
+7.1's `token_budget` (n, max_tokens, the prompt against the context): its own checks are
+tests of given code; the budget's and every answer over HTTP are 7.1's."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ import pytest
 import course
 
 srv = course.load("server")
-pytestmark = pytest.mark.exercise("7.1")
+EX = pytest.mark.exercise("7.1")
 
 M = "course-gpt"
 CTX = 128
@@ -52,6 +54,8 @@ BAD = [
     ("max_tokens a float", "completions", with_(OK, max_tokens=4.0), 400, "max_tokens"),
     ("max_tokens past the context", "completions", with_(OK, max_tokens=CTX), 400, "max_tokens"),
     ("n 0", "completions", with_(OK, n=0), 400, "n"),
+    ("n a bool", "completions", with_(OK, n=True), 400, "n"),
+    ("n a float", "completions", with_(OK, n=2.0), 400, "n"),
     ("n too large", "completions", with_(OK, n=1000), 400, "n"),
     ("temperature negative", "completions", with_(OK, temperature=-0.5), 400, "temperature"),
     ("temperature above 2", "completions", with_(OK, temperature=2.5), 400, "temperature"),
@@ -86,8 +90,25 @@ def _params(rows):
     return [pytest.param(*row[1:], id=row[0]) for row in rows]
 
 
-@pytest.mark.parametrize("endpoint,body,status,param", _params(r for r in BAD if not isinstance(r[2], bytes)))
+def _budget_row(row) -> bool:
+    """A bad input that 7.1's token_budget must catch (the rest is parse_request's given code)."""
+    return row[4] in ("n", "max_tokens", "max_completion_tokens") or row[0] == "prompt too long"
+
+
+@pytest.mark.given
+@pytest.mark.parametrize("endpoint,body,status,param",
+                         _params(r for r in BAD if not isinstance(r[2], bytes) and not _budget_row(r)))
 def test_parse_request_rejects(endpoint, body, status, param):
+    _rejects(endpoint, body, status, param)
+
+
+@EX
+@pytest.mark.parametrize("endpoint,body,status,param", _params(r for r in BAD if _budget_row(r)))
+def test_parse_request_rejects_past_the_budget(endpoint, body, status, param):
+    _rejects(endpoint, body, status, param)
+
+
+def _rejects(endpoint, body, status, param):
     kind = "completion" if endpoint == "completions" else "chat"
     with pytest.raises(srv.APIError) as err:
         srv.parse_request(body, kind, LIMITS)
@@ -98,6 +119,7 @@ def test_parse_request_rejects(endpoint, body, status, param):
     assert set(e.body()["error"]) == {"message", "type", "param", "code"}
 
 
+@EX
 def test_parse_request_accepts_and_fills_defaults():
     g = srv.parse_request({"model": M, "prompt": "héllo"}, "completion", LIMITS)
     assert g.prompt_ids == tuple("héllo".encode())
@@ -115,6 +137,7 @@ def test_parse_request_accepts_and_fills_defaults():
     assert (g.max_tokens, g.n, g.stop, g.temperature) == (16, 1, (), 1.0)
 
 
+@EX
 def test_parse_request_chat_template_and_default_max_tokens():
     msgs = [{"role": "system", "content": "be brief"}, {"role": "user", "content": [{"type": "text", "text": "hi"}]}]
     g = srv.parse_request({"model": M, "messages": msgs}, "chat", LIMITS)
@@ -126,6 +149,48 @@ def test_parse_request_chat_template_and_default_max_tokens():
     assert g.max_tokens == 5
 
 
+@EX
+def test_token_budget_counts_against_the_context():
+    """7.1's token_budget alone: (max_tokens, n) within the context, else a 400 naming the field."""
+    budget = srv.token_budget
+    assert budget({}, "completion", 10, LIMITS) == (16, 1), "completion default: 16 tokens, n 1"
+    assert budget({"max_tokens": None, "n": None}, "completion", 10, LIMITS) == (16, 1), "null is the default"
+    assert budget({}, "completion", CTX - 5, LIMITS) == (5, 1), \
+        "the default max_tokens must be cut to what the context leaves (min(16, left))"
+    assert budget({}, "chat", 100, LIMITS) == (CTX - 100, 1), "chat's default max_tokens is all the context leaves"
+    assert budget({"max_tokens": 3, "max_completion_tokens": 7}, "chat", 10, LIMITS) == (7, 1), \
+        "chat: max_completion_tokens wins over max_tokens when it is set"
+    assert budget({"max_tokens": 3, "max_completion_tokens": None}, "chat", 10, LIMITS) == (3, 1), \
+        "chat: a null max_completion_tokens leaves max_tokens in charge"
+    assert budget({"n": 4, "max_tokens": CTX - 1}, "completion", 1, LIMITS) == (CTX - 1, 4)
+    out = budget({"n": 2, "max_tokens": 3}, "completion", 5, LIMITS)
+    assert all(type(v) is int for v in out), "plain ints"
+
+
+@EX
+@pytest.mark.parametrize("body,kind,prompt_tokens,param,code", [
+    ({"n": 5}, "completion", 5, "n", None),
+    ({"n": True}, "completion", 5, "n", None),
+    ({}, "completion", CTX, "prompt", "context_length_exceeded"),
+    ({"max_tokens": 4}, "completion", CTX, "prompt", "context_length_exceeded"),
+    ({"max_tokens": 2}, "completion", CTX - 1, "max_tokens", "context_length_exceeded"),
+    ({"max_tokens": False}, "completion", 5, "max_tokens", None),
+    ({"max_tokens": 4.0}, "completion", 5, "max_tokens", None),
+    ({"max_tokens": 4, "max_completion_tokens": 0}, "chat", 5, "max_completion_tokens", None),
+    ({"max_completion_tokens": CTX}, "chat", 5, "max_completion_tokens", "context_length_exceeded"),
+    ({"n": 0, "max_tokens": 0}, "completion", CTX, "n", None),
+    ({"max_tokens": 0}, "completion", CTX, "prompt", "context_length_exceeded"),
+])
+def test_token_budget_rejects(body, kind, prompt_tokens, param, code):
+    with pytest.raises(srv.APIError) as err:
+        srv.token_budget(body, kind, prompt_tokens, LIMITS)
+    e = err.value
+    assert e.status == 400, e.message
+    assert e.param == param, f"param must name the field checked first that fails ({param}): {e.message}"
+    assert e.code == code, f"code must be {code!r} for this case: {e.message}"
+
+
+@EX
 def test_prompt_exactly_at_the_limit():
     g = srv.parse_request(with_(OK, prompt="x" * (CTX - 4), max_tokens=4), "completion", LIMITS)
     assert len(g.prompt_ids) + g.max_tokens == CTX
@@ -134,6 +199,7 @@ def test_prompt_exactly_at_the_limit():
     assert err.value.code == "context_length_exceeded"
 
 
+@EX
 @pytest.mark.parametrize("endpoint,body,status,param", _params(BAD))
 def test_bad_input_over_http(server, kit, endpoint, body, status, param):
     with kit.client(server) as c:
@@ -148,8 +214,3 @@ def test_bad_input_over_http(server, kit, endpoint, body, status, param):
         # and the server is alive and still answers a good request
         ok = c.post("/v1/completions", json={"model": M, "prompt": "ok", "max_tokens": 2})
         assert ok.status_code == 200, ok.text
-
-
-
-
-

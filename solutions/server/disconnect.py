@@ -10,6 +10,7 @@ from fastapi import Request as HTTPRequest
 if TYPE_CHECKING:
     from .engine_loop import Job
     from .state import ServerState
+    from .streaming import TokenStream
 
 
 async def until_disconnected(request: HTTPRequest, poll_s: float = 0.02) -> None:
@@ -25,6 +26,33 @@ async def until_disconnected(request: HTTPRequest, poll_s: float = 0.02) -> None
     #   event loop back with `await asyncio.sleep(poll_s)` and ask again.
     while not await request.is_disconnected():
         await asyncio.sleep(poll_s)
+    # END SOLUTION
+
+
+async def next_events(stream: TokenStream, gone: asyncio.Future) -> list[tuple] | None:
+    """Wait for whichever comes first: the stream's next batch (`await stream.get_batch()`)
+    or the client's departure (`gone`: a task running `until_disconnected`, shared by every
+    wait of one request). Return the batch, or None when the client left and no batch is
+    ready; when both are ready, the batch wins (it is already taken from the stream). A
+    `gone` that raised is a broken watcher, not a departure: its exception is raised here.
+    Leaves nothing waiting behind: a `get_batch` that lost the race is cancelled (a
+    cancelled `get_batch` takes no event: the next call still gets it); `gone` itself is
+    never cancelled (the handler waits on it again)."""
+    # BEGIN SOLUTION 7.4
+    # HINT: Two things to wait for at once: make the batch a task too
+    #   (`asyncio.ensure_future(stream.get_batch())`) and `await asyncio.wait({get, gone},
+    #   return_when=asyncio.FIRST_COMPLETED)`.
+    # HINT: Look at `get` first (`get.done()`: the batch wins a tie). Otherwise the
+    #   getter is still waiting: cancel it, or it would take the next event for nobody.
+    # HINT: `gone.result()` returns None for a client that left and raises what a broken
+    #   watcher raised: call it before returning None.
+    get = asyncio.ensure_future(stream.get_batch())
+    await asyncio.wait({get, gone}, return_when=asyncio.FIRST_COMPLETED)
+    if get.done():
+        return get.result()
+    get.cancel()
+    gone.result()
+    return None
     # END SOLUTION
 
 

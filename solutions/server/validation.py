@@ -1,4 +1,4 @@
-"""7.1 Request validation: a decoded JSON body -> a GenerationRequest, or an OpenAI-shaped 4xx."""
+"""7.1 Request validation: what a request may cost (token_budget), then the rest of the body."""
 
 from __future__ import annotations
 
@@ -8,42 +8,75 @@ from solutions.tokenizer import ByteTokenizer
 from .protocol import CHAT_ROLES, FIELDS, NO_OP, APIError, GenerationRequest, Limits, bad, render_chat
 
 
+def token_budget(body: dict, kind: str, prompt_tokens: int, limits: Limits) -> tuple[int, int]:
+    """The two numbers that size a request's KV memory, checked at the edge: `(max_tokens,
+    n)` for a body whose prompt is `prompt_tokens` tokens long, or a 400 (`bad(...)`) whose
+    `param` names the field. `left = limits.context - prompt_tokens` positions remain.
+    Checked in this order, `null` or absent meaning the default:
+      n           an int in 1..limits.max_n (default 1), else param "n";
+      the prompt  must leave room for one generated token (left >= 1), else param
+                  "prompt", code "context_length_exceeded";
+      max_tokens  for chat, "max_completion_tokens" wins when it is set (not null) and is
+                  then the param named; default min(limits.default_max_tokens, left) for a
+                  completion, all of `left` for chat; an int >= 1, else param = that
+                  field (no code); at most `left`, else that field with code
+                  "context_length_exceeded".
+    "An int" is `is_int`: never a bool (True is not 1 here), never a float (4.0 is not 4).
+    Changes nothing."""
+    # BEGIN SOLUTION 7.1
+    # HINT: Each field: `body.get(name)` is None both when it is missing and when it is
+    #   null: replace None by the default first, then check the value with `is_int`.
+    # HINT: The prompt's check comes between n and max_tokens: `left < 1` is a 400 on the
+    #   prompt; only then compute max_tokens' default (which needs `left`).
+    # HINT: For chat, look at `body.get("max_completion_tokens")` first: when it is not
+    #   None, its name and value replace "max_tokens" for every later check and message.
+    n = body.get("n")
+    n = 1 if n is None else n
+    if not is_int(n) or not 1 <= n <= limits.max_n:
+        raise bad(f"n must be an integer in 1..{limits.max_n}, got {n!r}", param="n")
+    left = limits.context - prompt_tokens
+    if left < 1:
+        raise bad(f"the prompt is {prompt_tokens} tokens; this model's context is {limits.context} tokens and "
+                  f"must leave room for at least one generated token", param="prompt",
+                  code="context_length_exceeded")
+    name = "max_tokens"
+    max_tokens = body.get("max_tokens")
+    if kind == "chat" and body.get("max_completion_tokens") is not None:
+        name, max_tokens = "max_completion_tokens", body["max_completion_tokens"]
+    if max_tokens is None:
+        max_tokens = min(limits.default_max_tokens, left) if kind == "completion" else left
+    if not is_int(max_tokens) or max_tokens < 1:
+        raise bad(f"{name} must be an integer >= 1, got {max_tokens!r}", param=name)
+    if max_tokens > left:
+        raise bad(f"{name}={max_tokens} plus the prompt's {prompt_tokens} tokens exceeds this model's context of "
+                  f"{limits.context} tokens", param=name, code="context_length_exceeded")
+    return int(max_tokens), int(n)
+    # END SOLUTION
+
+
 def parse_request(body: object, kind: str, limits: Limits, tokenizer: ByteTokenizer = ByteTokenizer()
                   ) -> GenerationRequest:
     """Validate a decoded JSON body for `kind` ("completion" or "chat"; anything else is a
-    ValueError) against `limits`; return the GenerationRequest or raise APIError, whose
-    `param` names the field. 404 (code "model_not_found") for a `model` not in
-    limits.models; 400 for everything else: a body that is not an object; a field not in
-    FIELDS[kind] ("Unrecognized request argument", param = that field); a NO_OP field at a
-    value not in its tuple; `user` not a string; `model` missing or not a string;
-    `prompt` (completion) not a non-empty string nor a non-empty list of token ids (ints,
-    never bools) in 0..vocab_size-1 (a batch of exactly one prompt, `[p]`, is `p`);
-    `messages` (chat) not a non-empty list of objects with keys among role, content, name
-    (param "messages", "messages[i]", "messages[i].role" or "messages[i].content"), the
-    role in CHAT_ROLES, the content a string or a list of {"type": "text", "text": str}
-    parts (joined); `n` not an int in 1..max_n; `stop` not a non-empty string nor a list
-    of at most max_stop of them; `temperature` not a finite number in [0, 2]; `top_p` not
-    one in (0, 1]; `seed` not an int; `stream` not a bool; `stream_options` without
-    stream, or not an object with only a bool `include_usage` (param
-    "stream_options.include_usage" for that one); the prompt's tokens (chat: of the
-    rendered template) leaving no room for one token (param "prompt", code
-    "context_length_exceeded"); `max_tokens` (chat: `max_completion_tokens` wins when set,
-    and names the param) not an int >= 1, or past the context (code
-    "context_length_exceeded"). `null` is the default for every optional field: n 1, no
-    stop, temperature 1.0, stream False, max_tokens min(default_max_tokens, what the
-    context leaves) for completions and all it leaves for chat. Checked in this order."""
+    ValueError) against `limits` (given code, but for `token_budget`); return the
+    GenerationRequest or raise APIError, whose `param` names the field. 404 (code
+    "model_not_found") for a `model` not in limits.models; 400 for everything else, checked
+    in this order: a body that is not an object; a field not in FIELDS[kind]
+    ("Unrecognized request argument", param = that field); a NO_OP field at a value not in
+    its tuple; `user` not a string; `model` missing or not a string; `prompt` (completion)
+    not a non-empty string nor a non-empty list of token ids (ints, never bools) in
+    0..vocab_size-1 (a batch of exactly one prompt, `[p]`, is `p`); `messages` (chat) not a
+    non-empty list of objects with keys among role, content, name (param "messages",
+    "messages[i]", "messages[i].role" or "messages[i].content"), the role in CHAT_ROLES,
+    the content a string or a list of {"type": "text", "text": str} parts (joined); `stop`
+    not a non-empty string nor a list of at most max_stop of them; `temperature` not a
+    finite number in [0, 2]; `top_p` not one in (0, 1]; `seed` not an int; `stream` not a
+    bool; `stream_options` without stream, or not an object with only a bool
+    `include_usage` (param "stream_options.include_usage" for that one); then
+    `token_budget` (n, the prompt's length against the context, max_tokens) on the
+    prompt's tokens (chat: of the rendered template). `null` is the default for every
+    optional field: no stop, temperature 1.0, stream False."""
     if kind not in FIELDS:
         raise ValueError(f"kind must be 'completion' or 'chat', got {kind!r}")
-    # BEGIN SOLUTION 7.1
-    # HINT: One check after another, in the docstring's order, each raising `bad(message,
-    #   param=...)` (a 400) as soon as it fails; keep what passes in local variables.
-    # HINT: The body first: a dict, no field outside FIELDS[kind], every NO_OP field None or
-    #   one of its values; then the model (404 with code "model_not_found" if not served).
-    # HINT: The prompt becomes token ids: `tokenizer.encode(text)` for a string (chat:
-    #   `render_chat` of the cleaned messages), the list itself for token ids (`is_int`).
-    # HINT: `body.get(name)` is None both when it is missing and when it is null: replace
-    #   it by the default, then check it (`is_int`, `is_number`); `left = context - len(ids)`
-    #   bounds max_tokens, and top_p == 1 is stored as None.
     if not isinstance(body, dict):
         raise bad(f"the request body must be a JSON object, got {type(body).__name__}")
     unknown = sorted(set(body) - FIELDS[kind])
@@ -64,50 +97,7 @@ def parse_request(body: object, kind: str, limits: Limits, tokenizer: ByteTokeni
         raise APIError(404, f"The model `{model}` does not exist; this server has {list(limits.models)}",
                        param="model", code="model_not_found")
 
-    if kind == "completion":
-        prompt = body.get("prompt")
-        if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], (str, list)):
-            prompt = prompt[0]  # a batch of one
-        if isinstance(prompt, str):
-            if not prompt:
-                raise bad("prompt must not be empty", param="prompt")
-            ids = tokenizer.encode(prompt)
-        elif isinstance(prompt, list) and prompt and all(is_int(t) for t in prompt):
-            if not all(0 <= t < limits.vocab_size for t in prompt):
-                raise bad(f"prompt token ids must be in 0..{limits.vocab_size - 1}", param="prompt")
-            ids = [int(t) for t in prompt]
-        elif prompt is None:
-            raise bad("you must provide a prompt", param="prompt")
-        else:
-            raise bad("prompt must be a non-empty string or a non-empty list of token ids "
-                      "(batches of several prompts are not supported)", param="prompt")
-    else:
-        messages = body.get("messages")
-        if messages is None:
-            raise bad("you must provide messages", param="messages")
-        if not isinstance(messages, list) or not messages:
-            raise bad("messages must be a non-empty list", param="messages")
-        clean = []
-        for i, m in enumerate(messages):
-            where = f"messages[{i}]"
-            if not isinstance(m, dict) or set(m) - {"role", "content", "name"}:
-                raise bad(f"{where} must be an object with role and content", param=where)
-            if m.get("role") not in CHAT_ROLES:
-                raise bad(f"{where}.role must be one of {list(CHAT_ROLES)}, got {m.get('role')!r}",
-                          param=f"{where}.role")
-            content = m.get("content")
-            if isinstance(content, list) and all(isinstance(p, dict) and p.get("type") == "text"
-                                                 and isinstance(p.get("text"), str) for p in content):
-                content = "".join(p["text"] for p in content)
-            if not isinstance(content, str):
-                raise bad(f"{where}.content must be a string or a list of text parts", param=f"{where}.content")
-            clean.append({"role": m["role"], "content": content})
-        ids = tokenizer.encode(render_chat(clean))
-
-    n = body.get("n")
-    n = 1 if n is None else n
-    if not is_int(n) or not 1 <= n <= limits.max_n:
-        raise bad(f"n must be an integer in 1..{limits.max_n}, got {n!r}", param="n")
+    ids = _prompt_ids(body, kind, limits, tokenizer)
 
     stop = body.get("stop")
     stop = [] if stop is None else [stop] if isinstance(stop, str) else stop
@@ -140,24 +130,49 @@ def parse_request(body: object, kind: str, limits: Limits, tokenizer: ByteTokeni
         if not isinstance(include_usage, bool):
             raise bad("stream_options.include_usage must be a boolean", param="stream_options.include_usage")
 
-    left = limits.context - len(ids)
-    if left < 1:
-        raise bad(f"the prompt is {len(ids)} tokens; this model's context is {limits.context} tokens and "
-                  f"must leave room for at least one generated token", param="prompt",
-                  code="context_length_exceeded")
-    name = "max_tokens"
-    max_tokens = body.get("max_tokens")
-    if kind == "chat" and body.get("max_completion_tokens") is not None:
-        name, max_tokens = "max_completion_tokens", body["max_completion_tokens"]
-    if max_tokens is None:
-        max_tokens = min(limits.default_max_tokens, left) if kind == "completion" else left
-    if not is_int(max_tokens) or max_tokens < 1:
-        raise bad(f"{name} must be an integer >= 1, got {max_tokens!r}", param=name)
-    if max_tokens > left:
-        raise bad(f"{name}={max_tokens} plus the prompt's {len(ids)} tokens exceeds this model's context of "
-                  f"{limits.context} tokens", param=name, code="context_length_exceeded")
-
-    return GenerationRequest(kind, model, tuple(ids), int(max_tokens), int(n), tuple(stop), float(temperature),
+    max_tokens, n = token_budget(body, kind, len(ids), limits)
+    return GenerationRequest(kind, model, tuple(ids), max_tokens, n, tuple(stop), float(temperature),
                              None if top_p is None or top_p == 1 else float(top_p),
                              None if seed is None else int(seed), stream, include_usage)
-    # END SOLUTION
+
+
+def _prompt_ids(body: dict, kind: str, limits: Limits, tokenizer: ByteTokenizer) -> list[int]:
+    """The prompt's token ids: a completion's `prompt` (text or ids), or a chat's messages
+    rendered by the chat template; a 400 naming the field when it is malformed."""
+    if kind == "completion":
+        prompt = body.get("prompt")
+        if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], (str, list)):
+            prompt = prompt[0]  # a batch of one
+        if isinstance(prompt, str):
+            if not prompt:
+                raise bad("prompt must not be empty", param="prompt")
+            return tokenizer.encode(prompt)
+        if isinstance(prompt, list) and prompt and all(is_int(t) for t in prompt):
+            if not all(0 <= t < limits.vocab_size for t in prompt):
+                raise bad(f"prompt token ids must be in 0..{limits.vocab_size - 1}", param="prompt")
+            return [int(t) for t in prompt]
+        if prompt is None:
+            raise bad("you must provide a prompt", param="prompt")
+        raise bad("prompt must be a non-empty string or a non-empty list of token ids "
+                  "(batches of several prompts are not supported)", param="prompt")
+    messages = body.get("messages")
+    if messages is None:
+        raise bad("you must provide messages", param="messages")
+    if not isinstance(messages, list) or not messages:
+        raise bad("messages must be a non-empty list", param="messages")
+    clean = []
+    for i, m in enumerate(messages):
+        where = f"messages[{i}]"
+        if not isinstance(m, dict) or set(m) - {"role", "content", "name"}:
+            raise bad(f"{where} must be an object with role and content", param=where)
+        if m.get("role") not in CHAT_ROLES:
+            raise bad(f"{where}.role must be one of {list(CHAT_ROLES)}, got {m.get('role')!r}",
+                      param=f"{where}.role")
+        content = m.get("content")
+        if isinstance(content, list) and all(isinstance(p, dict) and p.get("type") == "text"
+                                             and isinstance(p.get("text"), str) for p in content):
+            content = "".join(p["text"] for p in content)
+        if not isinstance(content, str):
+            raise bad(f"{where}.content must be a string or a list of text parts", param=f"{where}.content")
+        clean.append({"role": m["role"], "content": content})
+    return tokenizer.encode(render_chat(clean))
