@@ -1,6 +1,6 @@
 # GENERATED from solutions/profiling/memory.py by `course stubs --write`: fill in the bodies that raise NotImplementedError.
 # The lesson is 08_profiling/08_profiling.ipynb. Exercises in this file (line of each hole, then the commands):
-#   8.3 Memory accounting: lines 32, 48, 62; `course check 8.3`, `course hint 8.3`
+#   8.3 Memory accounting: lines 33, 50, 65; `course check 8.3`, `course hint 8.3`
 """Memory accounting (8.3): parameters, the KV pool, a step's activations, the allocator."""
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from torch.profiler import ProfilerActivity, profile
 
 from solutions.gpt import GPT
 
+from .engine_profile import _warm_profiler
 from .timers import _device_of, synchronize
 
 
@@ -45,6 +46,7 @@ def peak_step_memory(fn: Callable[[], object], *, device=None) -> int:
     memory, children excluded, and the "[memory]" events the frees outside any op).
     """
     device = _device_of(device)
+    _warm_profiler()  # the first profiler session of a process pays a one-off start-up
     raise NotImplementedError('Exercise 8.3: Memory accounting — see 08_profiling.ipynb')
 
 
@@ -59,6 +61,7 @@ def memory_breakdown(model: GPT, engine) -> MemoryBreakdown:
     memory_allocated` and process = `memory_reserved`, on the CPU allocator = None and
     process = `rss_bytes()`.
     """
+    _warm_profiler()  # before tracemalloc starts: under it, the profiler's one-off start-up takes seconds
     raise NotImplementedError('Exercise 8.3: Memory accounting — see 08_profiling.ipynb')
 
 

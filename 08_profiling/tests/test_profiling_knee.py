@@ -1,5 +1,6 @@
 """Exercise 8.4: the knee finder on synthetic curves, and a real (tiny) sweep."""
 
+import numpy as np
 import pytest
 
 import course
@@ -68,3 +69,35 @@ def test_decode_step_fn_keeps_the_cache_in_place(model):
     step = prof.decode_step_fn(model, 2, 5)
     a, b = step(), step()
     assert a.shape == (2, 1, model.config.vocab_size) and (a == b).all()
+
+
+@pytest.mark.exercise("8.4")
+def test_the_knee_needs_strictly_less_than_the_gain():
+    # min_gain 0.5: the roof at batch 2 over batch 1 is 2 × 1.5 = 3 exactly; 3 is not below it
+    assert prof.find_knee([1, 2], [2.0, 3.0], min_gain=0.5) is None, \
+        "a later point exactly ON the roof y_i·(1 + min_gain)**log2(b_j / b_i) still pays: the test is strict (<)"
+    assert prof.find_knee([1, 2], [2.0, 2.9], min_gain=0.5).batch == 1
+
+
+@pytest.mark.exercise("8.4")
+def test_gains_are_per_doubling_on_uneven_spacing():
+    # 1 -> 3 triples the throughput over log2(3) doublings: exactly 2x per doubling
+    knee = prof.find_knee([9, 1, 3], [33.0, 10.0, 30.0], min_gain=0.1)
+    assert knee.gains[0] == pytest.approx(1.0), \
+        "gains[k] = (y[k+1] / y[k]) ** (1 / log2(b[k+1] / b[k])) - 1, over the points sorted by batch"
+    assert knee.gains[1] == pytest.approx(1.1 ** (1 / np.log2(3)) - 1)
+    assert isinstance(knee.batch, int) and knee.throughput == 30.0
+
+
+@pytest.mark.exercise("8.4")
+def test_sweep_times_each_distinct_size_once_with_the_given_clock(model):
+    reads = []
+
+    def clock():  # every read is one second after the last: each run takes exactly 1 s
+        reads.append(1)
+        return float(len(reads))
+
+    pts = prof.batch_sweep(model, [4, 1, 4, 2, 1], context=4, repeat=3, warmup=1, clock=clock)
+    assert [p.batch for p in pts] == [1, 2, 4], "one SweepPoint per DISTINCT batch size, sorted"
+    assert len(reads) == 3 * 2 * 3, "batch_sweep must time with time_fn(..., repeat=repeat, clock=clock)"
+    assert [(p.step_s, p.tokens_per_s, p.spread) for p in pts] == [(1.0, 1.0, 0.0), (1.0, 2.0, 0.0), (1.0, 4.0, 0.0)]

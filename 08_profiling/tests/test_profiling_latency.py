@@ -139,3 +139,27 @@ def test_bad_inputs_are_refused():
         prof.latency_breakdown([])
     with pytest.raises(ValueError, match="decode_regime"):
         prof.recommend({p: {"share": 0.3} for p in ("queue", "prefill", "decode")}, decode_regime="fast")
+
+
+@pytest.mark.exercise("8.6")
+def test_times_must_be_finite_non_negative_numbers():
+    lines = [json.dumps(rec(0, 0.1, 0.1, 0.1)),
+             json.dumps(rec(1, 0.1, 0.1, 0.1)).replace('"e2e_s": 0.30000000000000004', '"e2e_s": 1e999'),
+             json.dumps(rec(2, 0.1, 0.1, 0.1) | {"queue_s": "0.1"}),
+             json.dumps(rec(3, 0.1, 0.1, 0.1) | {"ttft_s": None}),
+             json.dumps(rec(4, 0, 0, 0))]
+    log = prof.parse_request_log(lines)
+    assert [r["request_id"] for r in log.records] == ["r0", "r3", "r4"], (
+        "a time is null or a finite int / float >= 0: 1e999 (inf) and the string '0.1' are malformed, "
+        f"null and int 0 are fine; kept {[r['request_id'] for r in log.records]}")
+    assert [n for n, _ in log.malformed] == [2, 3]
+
+
+@pytest.mark.exercise("8.6")
+def test_evidence_quotes_every_phase():
+    bd = {"queue": {"share": 0.1}, "prefill": {"share": 0.3}, "decode": {"share": 0.6}}
+    r = prof.recommend(bd, decode_regime="bandwidth")
+    for phase, pct in (("queue", "10%"), ("prefill", "30%"), ("decode", "60%")):
+        assert f"{phase} {pct}" in r.evidence, \
+            f"evidence quotes every phase's share as f'{{share:.0%}}' (e.g. '{phase} {pct}'); got {r.evidence!r}"
+    assert "bandwidth" in r.evidence, "the evidence names the decode regime the choice rests on"

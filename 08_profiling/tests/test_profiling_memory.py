@@ -27,7 +27,8 @@ def test_model_bytes_are_its_parameters_once(model):
 @pytest.mark.exercise("8.3")
 def test_views_share_their_storage():
     x = torch.zeros(10, 6)
-    assert prof.nbytes(x, x[:3], x.view(-1), x.t()) == by_hand(x)
+    assert prof.nbytes(x, x[:3], x[1], x.view(-1), x.t()) == by_hand(x), \
+        "tensors that share a storage (views: x[1] starts elsewhere in it) count it once"
     assert prof.nbytes([x, torch.ones(4, dtype=torch.float16)], {"a": torch.ones(3, dtype=torch.int8)}) == \
         240 + 8 + 3
 
@@ -81,3 +82,59 @@ def test_a_cache_that_states_its_bytes():
         nbytes = 12345
 
     assert prof.kv_pool_bytes(Pool()) == 12345
+
+
+@pytest.mark.exercise("8.3")
+def test_a_view_alone_counts_its_whole_storage():
+    x = torch.zeros(10, 6)
+    assert prof.nbytes(x[:3]) == by_hand(x), \
+        "nbytes counts a storage at its full size (untyped_storage().nbytes()), even when only a view is passed"
+    assert prof.nbytes(x[2]) == prof.nbytes(x) == 240
+
+
+@pytest.mark.exercise("8.3")
+def test_a_module_counts_its_buffers_too():
+    norm = torch.nn.BatchNorm1d(5)  # 2 parameters, 3 buffers (running mean, var, batch count)
+    want = by_hand(*norm.parameters(), *norm.buffers())
+    assert prof.nbytes(norm) == want, f"a module's nbytes counts its parameters AND buffers: {want} bytes"
+    holder = type("Holder", (), {})()
+    holder.layers = [torch.ones(3), torch.ones(2)]
+    holder.scale = torch.ones(1, dtype=torch.float64)
+    assert prof.nbytes(holder) == 12 + 8 + 8, "an object's tensor attributes and lists of tensors are counted"
+
+
+class CountingStep:
+    """Wraps an engine's step, counting the calls; `fail` makes the step raise."""
+
+    def __init__(self, engine, fail=False):
+        self.engine, self.calls, self.fail = engine, 0, fail
+        self.inner = engine.step
+        engine.step = self
+
+    def __call__(self):
+        self.calls += 1
+        if self.fail:
+            raise RuntimeError("a step that fails")
+        return self.inner()
+
+
+@pytest.mark.exercise("8.3")
+def test_breakdown_runs_one_step_and_leaves_tracemalloc_off(model):
+    import tracemalloc
+
+    engine = prof.decode_engine(model, 2, prompt_len=8, engine_cls=Engine)
+    step = CountingStep(engine)
+    bad = prof.decode_engine(model, 1, prompt_len=8, engine_cls=Engine)
+    CountingStep(bad, fail=True)
+
+    def tracing() -> bool:  # and stop it, so that a failure here does not slow down every later test
+        on = tracemalloc.is_tracing()
+        tracemalloc.stop()
+        return on
+
+    prof.memory_breakdown(model, engine)
+    assert step.calls == 1, f"memory_breakdown runs exactly ONE engine.step(), ran {step.calls}"
+    assert not tracing(), "tracemalloc must not be running after memory_breakdown"
+    with pytest.raises(RuntimeError, match="a step that fails"):
+        prof.memory_breakdown(model, bad)
+    assert not tracing(), "tracemalloc must be stopped even when the step raises (try / finally)"

@@ -1,8 +1,10 @@
 """Exercise 8.2: torch.profiler around real engine steps of a tiny model."""
 
 import json
+import types
 
 import pytest
+import torch
 
 import course
 
@@ -100,3 +102,91 @@ def test_labels_wrap_without_changing_the_engine(model):
 def test_bad_schedule_is_refused(model, kw):
     with pytest.raises(ValueError, match=next(iter(kw))):
         prof.profile_engine(prof.decode_engine(model, 1, prompt_len=8), **kw)
+
+
+class CountingEngine:
+    """A stand-in engine whose steps are known exactly: step k (from 0) runs k + 1
+    `aten::mul` and one `aten::bmm` in its forward, `aten::add` in its sample, and step 2 —
+    the first recorded step with wait=1, warmup=1 — also one large `aten::mm`."""
+
+    device = torch.device("cpu")
+
+    def __init__(self):
+        self.k = 0
+        self.scheduler = types.SimpleNamespace(schedule=lambda: None)
+        self.x = torch.ones(4)
+        self.b = torch.randn(1, 128, 128)
+        self.a = torch.randn(512, 512)
+
+    def _forward(self):
+        for _ in range(self.k + 1):
+            torch.mul(self.x, self.x)
+        torch.bmm(self.b, self.b)
+        if self.k == 2:
+            torch.mm(self.a, self.a)
+
+    def _sample(self):
+        return torch.add(self.x, self.x)
+
+    def step(self):
+        self.scheduler.schedule()
+        self._forward()
+        self._sample()
+        self.k += 1
+        return types.SimpleNamespace(ran=True)
+
+
+@pytest.fixture(scope="module")
+def counted():
+    engine = CountingEngine()
+    return prof.profile_engine(engine, wait=1, warmup=1, active=3), engine
+
+
+@pytest.mark.exercise("8.2")
+def test_only_the_active_steps_are_counted(counted):
+    p, engine = counted
+    assert engine.k == 5, f"profile_engine must run wait + warmup + active = 5 steps, ran {engine.k}"
+    calls = {o.name: o.calls for o in p.ops}
+    assert calls.get("aten::mul") == 3 + 4 + 5, (
+        "calls must count the active (recorded) steps only — steps 2, 3, 4 run 3 + 4 + 5 aten::mul; "
+        f"got {calls.get('aten::mul')}")
+    assert calls.get("aten::add") == 3 and calls.get("aten::mm") == 1
+
+
+@pytest.mark.exercise("8.2")
+def test_step_self_time_is_the_median_over_the_steps(counted):
+    """aten::mm ran in one of the three recorded steps: its self time in a step is 0, 0 and
+    a lot, so the median is 0 — and it sorts below aten::mul, which runs in every step."""
+    p, _ = counted
+    ops = {o.name: o for o in p.ops}
+    mm = ops["aten::mm"]
+    assert mm.self_s > 0
+    assert mm.step_self_s == 0.0, ("step_self_s must be the MEDIAN over the recorded steps of the op's self "
+                                   "time in each step (0 in a step that did not call it), not self_s / steps; "
+                                   f"got {mm.step_self_s} for an op that ran in 1 of 3 steps")
+    names = [o.name for o in p.ops]
+    assert names.index("aten::mul") < names.index("aten::mm"), \
+        f"ops must be sorted by step_self_s, largest first; got {names}"
+
+
+@pytest.mark.exercise("8.2")
+def test_top_level_ops_are_those_not_called_by_an_aten_op(counted):
+    """mul, bmm, add and mm are called from Python (inside the labels' record_function
+    ranges, which are not aten ops); bmm and mm call aten::resolve_conj themselves."""
+    p, _ = counted
+    assert p.top_level_ops_per_step == pytest.approx((12 + 3 + 3 + 1) / 3), (
+        "top_level_ops_per_step counts the aten events whose parent is not an aten op (none, or a "
+        f"label): here 19 over 3 steps; got {p.top_level_ops_per_step * 3:.0f} over 3")
+    assert p.ops_per_step > p.top_level_ops_per_step, "ops_per_step counts the nested aten calls too"
+
+
+@pytest.mark.exercise("8.2")
+def test_a_label_is_the_total_time_of_its_phase(counted):
+    p, _ = counted
+    ops = {o.name: o for o in p.ops}
+    assert p.labels["forward"] >= ops["aten::bmm"].step_self_s, (
+        "labels['forward'] must be the phase's TOTAL time (the ops inside it included), not the "
+        "record_function's self time")
+    assert p.labels["forward"] < ops["aten::mm"].self_s / 3, (
+        "labels are medians over the steps, not means: the one step with the large aten::mm must not "
+        "move labels['forward']")

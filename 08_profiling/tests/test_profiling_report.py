@@ -72,3 +72,32 @@ def test_bad_arguments(tmp_path):
         prof.write_report({}, tmp_path / "missing")
     with pytest.raises(ValueError, match="sections"):
         prof.collect(sections=["nope"])
+
+
+@pytest.mark.exercise("8.7")
+def test_sections_come_in_the_contracts_order(data, tmp_path):
+    md = prof.write_report(data, tmp_path).read_text()
+    heads = [line for line in md.splitlines() if line.startswith("## ")]
+    want = ["## Timers", "## Where a decode step's time goes", "## Memory", "## Throughput against batch size",
+            "## Roofline", "## Where a request's time goes", "## The data"]
+    assert len(heads) == len(want) and all(h.startswith(w) for h, w in zip(heads, want)), (
+        "report.md has one '## ' section per section of the data, in the order timers, ops, memory, sweep, "
+        f"roofline, latency, and '## The data' last; got {heads}")
+    assert md.startswith("# "), "report.md starts with a '# ' title"
+    assert data["environment"]["device"] in md.splitlines()[0], "the title names the environment's device"
+
+
+@pytest.mark.exercise("8.7")
+def test_the_recommendation_and_the_knee_are_shown(data, tmp_path):
+    md = prof.write_report(data, tmp_path).read_text()
+    rec = data["latency"]["recommendation"]
+    assert f"`{rec['key']}`" in md, "the recommendation's key is shown in backticks"
+    assert rec["evidence"] in md, "the recommendation's evidence is shown"
+    pts = data["sweep"]["points"]
+    kneed = json.loads(json.dumps(data))
+    kneed["sweep"]["knee"] = {"batch": pts[1]["batch"], "tokens_per_s": pts[1]["tokens_per_s"], "min_gain": 0.1}
+    sweep_md = prof.write_report(kneed, tmp_path).read_text().split("## Throughput")[1].split("## Roofline")[0]
+    assert f"batch {pts[1]['batch']}" in sweep_md, "the sweep section states the knee's batch when there is one"
+    for p in data["roofline"]["points"]:
+        row = next((line for line in md.splitlines() if line.startswith(f"| {p['name']} |")), None)
+        assert row is not None and p["regime"] in row, f"the roofline has a row per step with its regime: {p['name']}"

@@ -97,3 +97,36 @@ def test_bad_roofline_inputs_are_refused():
         prof.classify("x", prof.Cost(1, 1), 0.0, 1.0, 1.0)
     with pytest.raises(ValueError, match="peak_flops"):
         prof.classify("x", prof.Cost(1, 1), 1.0, math.nan, 1.0)
+
+
+def ticking():
+    """A clock that moves 1 s per read: every timed run (two reads) takes exactly 1 s."""
+    state = {"t": 0.0}
+
+    def clock():
+        state["t"] += 1.0
+        return state["t"]
+
+    return clock
+
+
+@pytest.mark.exercise("8.5")
+def test_peaks_count_what_one_timed_call_does():
+    f = prof.measure_peak_flops(n=16, seconds=0.5, clock=ticking())
+    assert f.value == 2 * 16 ** 3, ("the matmul peak is 2·n³ FLOPs (a multiply-add is 2) over the median "
+                                    f"seconds of one n×n @ n×n product, timed with the given clock; got {f.value}")
+    assert f.conditions.startswith("16x16 float32 matmul on cpu"), f.conditions
+    b = prof.measure_peak_bandwidth(size=1 << 20, seconds=0.5, clock=ticking())
+    assert b.value == 2 * (1 << 20), ("a copy reads and writes every byte: the bandwidth is 2 × size bytes over "
+                                      f"the median seconds of one copy; got {b.value}")
+    assert b.conditions.startswith("copy of 1 MiB on cpu"), b.conditions
+
+
+@pytest.mark.exercise("8.5")
+def test_classify_between_the_roofs():
+    # ridge at 10 FLOPs/byte; intensity 4 -> bandwidth roof 40 FLOP/s
+    p = prof.classify("p", prof.Cost(40, 10), 2.0, 100.0, 10.0)
+    assert (p.attainable, p.achieved, p.efficiency) == (40.0, 20.0, 0.5), \
+        "attainable = min(peak_flops, intensity × peak_bandwidth); efficiency = achieved / attainable"
+    assert p.regime == "bandwidth", "efficiency exactly min_efficiency is not overhead; below the ridge: bandwidth"
+    assert prof.classify("q", prof.Cost(40, 10), 2.01, 100.0, 10.0).regime == "overhead"

@@ -108,3 +108,58 @@ def test_timing_pitfalls_show_the_cold_call():
 def test_bad_counts_are_refused(kw):
     with pytest.raises(ValueError, match=next(iter(kw))):
         prof.time_fn(lambda: None, **kw)
+
+
+@pytest.mark.exercise("8.1")
+def test_the_calls_come_in_the_order_the_contract_states():
+    """warm-up: fn, sync (each); a run: sync, clock, fn × number, sync, clock. Nothing else."""
+    log = []
+    clk = FakeClock()
+
+    def clock():
+        log.append("clock")
+        return clk()
+
+    t = prof.time_fn(lambda: log.append("fn"), warmup=2, repeat=2, number=3, clock=clock,
+                     sync=lambda: log.append("sync"))
+    run = ["sync", "clock", "fn", "fn", "fn", "sync", "clock"]
+    want = ["fn", "sync"] * 2 + run * 2
+    assert log == want, ("time_fn must call: after every warm-up call sync(); in each run sync(), clock(), "
+                         f"fn() `number` times, sync(), clock() — and nothing else; got {log}")
+    assert t.times == (0.0, 0.0)
+
+
+@pytest.mark.exercise("8.1")
+def test_work_queued_before_timing_is_not_charged_to_the_first_run():
+    """With warmup=0 the sync right BEFORE the first clock read is what keeps work queued
+    earlier (by someone else) out of the first run."""
+    clk = FakeClock()
+    pending = [50.0]  # queued before time_fn was called
+    work = iter([1.0, 2.0])
+
+    def launch():
+        pending.append(next(work))
+
+    def sync():
+        clk.now += sum(pending)
+        pending.clear()
+
+    t = prof.time_fn(launch, warmup=0, repeat=2, clock=clk, sync=sync)
+    assert t.times == (1.0, 2.0), ("sync() must run before each run's first clock read, so work queued "
+                                   f"earlier is not charged to the run; got {t.times}")
+
+
+@pytest.mark.exercise("8.1")
+def test_synchronized_says_whether_anything_was_waited_for(monkeypatch):
+    clk = FakeClock()
+    assert prof.time_fn(lambda: None, repeat=1, clock=clk).synchronized is False, \
+        "on the CPU with no sync given, Timing.synchronized must be False"
+    assert prof.time_fn(lambda: None, repeat=1, clock=clk, sync=lambda: None).synchronized is True, \
+        "with a sync given, Timing.synchronized must be True"
+    waited = []
+    monkeypatch.setattr(prof.timers, "synchronize", lambda device=None: waited.append(str(device)))
+    t = prof.time_fn(lambda: None, warmup=1, repeat=2, clock=clk, device="cuda")  # no GPU needed: sync is faked
+    assert t.synchronized is True, "on a cuda device Timing.synchronized must be True"
+    assert waited and set(waited) == {"cuda"}, \
+        f"with no sync given, time_fn must wait through synchronize(device); it called it with {waited}"
+    assert len(waited) == 1 + 2 * 2, "synchronize(device) after the warm-up call and twice per run"

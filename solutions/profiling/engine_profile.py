@@ -118,11 +118,14 @@ class EngineProfile:
     steps: the number of active steps (`active`); device: str(engine.device).
     ops: one `OpStat` per `aten::` operator name (nothing else), from `prof.key_averages()`:
     `calls` and `self_s` / `total_s` summed over the active steps (so total_s >= self_s),
-    `step_self_s` the median over the steps of its self time in a step (<= self_s); sorted
-    by step_self_s, largest first (ties: larger self_s first).
+    `step_self_s` the median over the steps of its self time in a step (0 in a step that
+    did not call it; so <= self_s, and not self_s / steps); sorted by step_self_s, largest
+    first (ties: larger self_s first). An event belongs to the step whose ProfilerStep
+    range holds its start.
     labels: {"schedule", "forward", "sample", "step"} -> seconds, the median over the steps
-    of the time in each labelled phase (total time of its `record_function`) and of the
-    whole `ProfilerStep` ("step"); a phase never seen is left out.
+    of the time in each labelled phase (the TOTAL time of its `record_function`, the
+    operators inside included; 0 in a step without it) and of the whole `ProfilerStep`
+    ("step"); a phase never seen is left out.
     ops_per_step: aten operator events per step, nested calls included (aten::linear calls
     aten::addmm); top_level_ops_per_step: only those whose parent is not an aten op (called
     from Python) — the dispatcher round-trips your code pays for. kernels_per_step: GPU
