@@ -56,44 +56,43 @@ STAGES: tuple[Stage, ...] = (
         ("1.3", "Reductions: sum, mean, max", 10, "1.1 1.2"),
         ("1.4", "Matrix multiply, 2-D and batched", 10, "1.1 1.2 1.3"),
         ("1.5", "Reshape, transpose and indexing", 15, "1.1 1.2 1.3"),
-        ("1.6", "Nonlinearities", 10, "1.1 1.2 1.3 1.4"),
-        ("1.7", "Softmax and cross-entropy", 15, "1.1 1.2 1.3"),
+        ("1.6", "Nonlinearities", 5, "1.1 1.2 1.3 1.4"),
+        ("1.7", "Softmax and cross-entropy", 20, "1.1 1.2 1.3"),
         ("1.8", "Linear, MLP and SGD", 10, "1.1 1.2 1.4 1.6 1.7"),
     )),
     # --- end stage 01 ---------------------------------------------------------------
     # --- stage 02 -------------------------------------------------------------------
     Stage("02", "dedup", "02_data_dedup", "Data cleaning and deduplication", _ex(
         ("2.1", "Normalisation and quality filters", 10),
-        ("2.2", "Exact deduplication with SHA-256", 8),
+        ("2.2", "Exact deduplication with SHA-256", 5),
         ("2.3", "Shingles: character and word n-grams", 10),
         ("2.4", "Vectorised MinHash signatures", 20, "2.3"),
         ("2.5", "LSH banding and verification", 18, "2.3 2.4"),
         ("2.6", "Union-find clustering", 10),
         ("2.7", "Splits without leakage", 10, "2.6"),
-        ("2.8", "The streaming pipeline and report", 14, "2.1 2.2 2.3 2.4 2.5 2.6 2.7"),
+        ("2.8", "The streaming pipeline and report", 17, "2.1 2.2 2.3 2.4 2.5 2.6 2.7"),
     )),
     # --- end stage 02 ---------------------------------------------------------------
     # --- stage 03 -------------------------------------------------------------------
     Stage("03", "train", "03_training_loop", "The training loop", _ex(
         ("3.1", "SGD with momentum", 8),
-        ("3.2", "AdamW", 10),
-        ("3.3", "Warmup + cosine learning-rate schedule", 6),
+        ("3.2", "AdamW", 12),
+        ("3.3", "Warmup + cosine learning-rate schedule", 8),
         ("3.4", "Gradient clipping by global norm", 6),
         ("3.5", "Byte-level MLP language model", 10, "3.2"),
-        ("3.6", "The training loop on the engine", 10, "3.1 3.2 3.3 3.4 3.5"),
-        ("3.7", "Batches of random windows", 6),
-        ("3.8", "Non-finite loss guard", 4),
-        ("3.9", "Training step with grad accumulation", 10, "3.3 3.7 3.8 3.10"),
-        ("3.10", "Evaluation: loss and bits per byte", 8),
-        ("3.11", "Checkpoints that resume exactly", 12, "3.3 3.7 3.8 3.9 3.10"),
-        ("3.12", "Distributed data parallel", 10, "3.3 3.7 3.8 3.9 3.10"),
+        ("3.6", "The training loop on the engine", 12, "3.1 3.2 3.3 3.4 3.5"),
+        ("3.7", "Batches of random windows", 4),
+        ("3.8", "Training step: accumulation and NaN guard", 12, "3.7"),
+        ("3.9", "Evaluation: loss and bits per byte", 10, "3.3 3.7 3.8"),
+        ("3.10", "Checkpoints that resume exactly", 8, "3.3 3.7 3.8 3.9"),
+        ("3.11", "Distributed data parallel", 10, "3.3 3.7 3.8 3.9"),
     )),
     # --- end stage 03 ---------------------------------------------------------------
     # --- stage 04 -------------------------------------------------------------------
     Stage("04", "kv_cache", "04_kv_cache", "The KV cache", _ex(
-        ("4.1", "Attention against a cache", 25),
+        ("4.1", "Attention against a cache", 30),
         ("4.2", "ConcatKVCache: the torch.cat baseline", 10, "4.1"),
-        ("4.3", "KVCache: preallocated, written in place", 15, "4.1"),
+        ("4.3", "KVCache: preallocated, written in place", 10, "4.1"),
         ("4.4", "QuantizedKVCache: INT8 K/V", 15, "4.1 4.3"),
         ("4.5", "Sampling: greedy, temperature, top-k/p", 15),
         ("4.6", "generate with any cache or none", 20, "4.1 4.2 4.3 4.4 4.5"),
@@ -103,50 +102,50 @@ STAGES: tuple[Stage, ...] = (
     Stage("05", "batching", "05_batching", "Static, dynamic and continuous batching", _ex(
         ("5.1", "The request lifecycle", 10),
         ("5.2", "Static batching and the ragged step", 25, "5.1"),
-        ("5.3", "Dynamic batching: full or timed out", 10, "5.1 5.2"),
-        ("5.4", "Continuous batching", 10, "5.1 5.2"),
+        ("5.3", "Dynamic batching: full or timed out", 8, "5.1 5.2"),
+        ("5.4", "Continuous batching", 5, "5.1 5.2"),
         ("5.5", "Chunked prefill: a token budget", 15, "5.1 5.2 5.4"),
-        ("5.6", "Preemption and abort", 15, "5.1 5.2 5.4 5.5"),
-        ("5.7", "Metrics: TTFT, TPOT, ITL, p50/p99", 15, "5.1 5.2 5.4 5.6"),
+        ("5.6", "Preemption, requeue and abort", 20, "5.1 5.2 5.4 5.5"),
+        ("5.7", "Metrics: TTFT, TPOT, ITL, p50/p99", 17, "5.1 5.2 5.4 5.6"),
     )),
     # --- end stage 05 ---------------------------------------------------------------
     # --- stage 06 -------------------------------------------------------------------
     Stage("06", "paged", "06_paged_attention", "Paged attention", _ex(
         ("6.1", "BlockAllocator: free queue and reference counts", 10),
-        ("6.2", "Block tables and the slot mapping", 10, "6.1"),
-        ("6.3", "PagedKVCache: scatter and gather through blocks", 10, "6.1 6.2"),
+        ("6.2", "Block tables and the slot mapping", 8, "6.1"),
+        ("6.3", "PagedKVCache: scatter and gather through blocks", 9, "6.1 6.2"),
         ("6.4", "Paged attention in PyTorch", 15, "6.1 6.2 6.3"),
         ("6.5", "A Triton paged-decode kernel", 15, "6.2 6.4"),
         ("6.6", "Prefix caching: chained hashes, LRU reuse", 15, "6.1 6.2"),
-        ("6.7", "Fork and copy-on-write", 10, "6.1 6.2 6.3 6.4 6.6 6.8"),
-        ("6.8", "The engine on paged memory", 15, "6.1 6.2 6.3 6.4 6.6"),
+        ("6.7", "Fork and copy-on-write", 10, "6.1 6.2 6.3"),
+        ("6.8", "The engine on paged memory: block manager, parallel sampling", 18, "6.1 6.2 6.3 6.4 6.6 6.7"),
     )),
     # --- end stage 06 ---------------------------------------------------------------
     # --- stage 07 -------------------------------------------------------------------
-    # Every answer over HTTP passes 7.1 (parse), 7.2 (admit), 7.4 (the disconnect watch),
+    # Every answer over HTTP passes 7.1 (the budget), 7.2 (admit), 7.4 (the disconnect watch),
     # 7.5 (the bridge) and 7.6 (the log line), so their HTTP tests need each other: a cycle
     # `requires` cannot hold. Each declares those before it in 7.1, 7.5, 7.2, 7.4, 7.6; the
     # rest shows up as "blocked by" when a test stops at that TODO (7.6's held-out abort
     # test also needs 7.3's deadlines).
     Stage("07", "server", "07_serving", "Serving: an OpenAI-compatible HTTP server", _ex(
-        ("7.1", "Request validation: OpenAI-shaped 4xx errors", 20),
-        ("7.2", "Admission control by KV blocks: 503 + Retry-After", 15, "7.1 7.5"),
+        ("7.1", "The token budget: n and max_tokens against the context", 5),
+        ("7.2", "Admission control by KV blocks: 503 + Retry-After", 20, "7.1 7.5"),
         ("7.3", "Deadlines: first token and total", 10, "7.1 7.2 7.4 7.5 7.6"),
-        ("7.4", "Cancellation on client disconnect", 15, "7.1 7.2 7.5"),
+        ("7.4", "Cancellation: the disconnect watch and the race against it", 15, "7.1 7.2 7.5"),
         ("7.5", "The streaming bridge and SSE framing", 15, "7.1"),
-        ("7.6", "Metrics and the per-request log line", 15, "7.1 7.2 7.4 7.5"),
-        ("7.7", "Graceful shutdown", 10, "7.1 7.2 7.4 7.5 7.6"),
+        ("7.6", "Metrics and the per-request log line", 20, "7.1 7.2 7.4 7.5"),
+        ("7.7", "Graceful shutdown", 15, "7.1 7.2 7.4 7.5 7.6"),
     )),
     # --- end stage 07 ---------------------------------------------------------------
     # --- stage 08 -------------------------------------------------------------------
     Stage("08", "profiling", "08_profiling", "Profiling the whole stack", _ex(
         ("8.1", "Honest timers: warm-up, repeats, sync", 10),
-        ("8.2", "torch.profiler around engine steps", 15),
+        ("8.2", "torch.profiler around engine steps", 20),
         ("8.3", "Memory accounting", 15),
-        ("8.4", "Throughput vs batch, and the knee", 15),
-        ("8.5", "The roofline: FLOPs, bytes, regime", 20),
+        ("8.4", "Throughput vs batch, and the knee", 15, "8.1"),
+        ("8.5", "The roofline: FLOPs, bytes, regime", 20, "8.1"),
         ("8.6", "Request latency and the next change", 15),
-        ("8.7", "The profile report", 10, "8.3 8.4 8.6"),
+        ("8.7", "The profile report", 5, "8.1 8.3 8.4 8.6"),
     )),
     # --- end stage 08 ---------------------------------------------------------------
 )

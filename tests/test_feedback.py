@@ -235,7 +235,7 @@ def test_declared_requirements_block_until_done():
 
 def test_manifest_requirements_are_known_and_acyclic():
     """Known ids, never a later stage, no cycles. Within a stage a requirement may come later
-    (3.9's training-run test needs 3.10's evaluate): `course check` says so."""
+    (7.2's tests go over HTTP and need 7.5's streaming bridge): `course check` says so."""
     stage_no = {e.id: int(s.number) for s in manifest.STAGES for e in s.exercises}
     for st in manifest.STAGES:
         for ex in st.exercises:
