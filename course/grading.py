@@ -613,6 +613,10 @@ def grade(stages: list[manifest.Stage], impl: str = "student", hidden: Path | No
             entries += g.entries
             for n in g.notes:
                 lines.append(f"stage {st.number}: {n}")
+            used = hints_used(Path(submission) if submission else root(), st)
+            if used:
+                lines.append(f"stage {st.number}: hints used (`course hint`, as the learner's progress file "
+                             f"records them): " + ", ".join(f"{k} {v}" for k, v in used.items()))
             if g.tampering:
                 lines.append(f"TAMPERING DETECTED in stage {st.number}: " + "; ".join(g.tampering))
                 entries.append(Entry(f"{st.number} tampering detected", 0.0, 0,
@@ -620,6 +624,22 @@ def grade(stages: list[manifest.Stage], impl: str = "student", hidden: Path | No
     finally:
         sandbox.close()
     return entries
+
+
+def hints_used(base: Path, st: manifest.Stage) -> dict[str, int]:
+    """{exercise id: hints shown} of a stage, from the learner's `.course/progress.json`
+    (read as plain JSON, never run; a missing, odd or huge file is no hints). The learner
+    writes that file, so it is information for the instructor, never points."""
+    path = base / ".course" / "progress.json"
+    try:
+        if path.is_symlink() or not path.is_file() or path.stat().st_size > MAX_STUB_BYTES:
+            return {}
+        data = json.loads(path.read_text(encoding="utf-8"))
+        hints = data.get("_hints", {}) if isinstance(data, dict) else {}
+    except (OSError, ValueError):
+        return {}
+    ids = [e.id for e in st.exercises]
+    return {k: v for k in ids for v in [hints.get(k)] if isinstance(v, int) and not isinstance(v, bool) and v > 0}
 
 
 # ---- outputs -----------------------------------------------------------------------------

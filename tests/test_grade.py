@@ -5,6 +5,7 @@ line. (Attacks, crashes and time-outs: tests/test_redteam.py.)"""
 from __future__ import annotations
 
 import json
+import shutil
 import os
 import sys
 import time
@@ -152,3 +153,17 @@ def test_skips_score_zero_and_missing_gpu_is_not_counted(monkeypatch):
     rs[1].update(gpu=True, skip_reason="needs CUDA")
     e = grading.grade_stage(st, grading.RunResult(results=rs))[0]
     assert e.score == e.max_score == ex.points and "not counted" in e.output
+
+
+def test_the_instructor_sees_how_many_hints_were_used(tmp_path):
+    """`course hint` records what it showed in the learner's .course/progress.json; the
+    grader reads it as plain data (never points) and names it in the instructor's lines."""
+    course_root = small_course(tmp_path / "course")
+    sub = tmp_path / "sub"
+    shutil.copytree(course_root / "01_autograd" / "autograd", sub / "01_autograd" / "autograd")
+    (sub / ".course").mkdir()
+    (sub / ".course" / "progress.json").write_text(json.dumps({"_hints": {"1.1": 2, "1.3": 1, "1.2": "x"}}))
+    res, proc = _grade(tmp_path, "student", "--stages", "01", "--submission", str(sub),
+                       env={"COURSE_ROOT": str(course_root)})
+    assert "hints used" in proc.stderr and "1.1 2, 1.3 1" in proc.stderr, proc.stderr[-2000:]
+    assert res["score"] == 0
