@@ -15,7 +15,7 @@ from either form. This module is the only one that knows the format.
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 
 OUTCOMES = ("passed", "failed", "skipped")
 META = ("nodeid", "exercise", "points", "given", "gpu")  # what collecting a test tells
@@ -109,19 +109,6 @@ class TestResult:
             skip_reason=str(d.get("skip_reason") or ""),
             duration=float(duration) if _is_number(duration) else 0.0,
             contained=str(d.get("contained") or ""))
-
-    # read like the dict it is written as (`r["outcome"]`, `r.get("todo")`), for callers
-    # that index results
-    def __getitem__(self, key: str):
-        if key not in _FIELDS:
-            raise KeyError(key)
-        return getattr(self, key)
-
-    def get(self, key: str, default=None):
-        return getattr(self, key) if key in _FIELDS else default
-
-
-_FIELDS = frozenset(f.name for f in fields(TestResult))
 
 
 def _is_number(v) -> bool:

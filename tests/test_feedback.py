@@ -174,10 +174,10 @@ def test_the_most_specific_failure_is_shown():
         _res("t_real", "1.6", "failed", "AssertionError: Not equal to tolerance rtol=1e-09, atol=0"),
         _res("t_real_later", "1.6", "failed", "AssertionError: assert 6 == 4"),
     ]
-    assert feedback.pick_failure(rs, "1.6")["nodeid"].endswith("t_real")  # informative, first in file
-    assert feedback.pick_failure(rs[:3], "1.6")["nodeid"].endswith("t_bare")  # own code before TODOs
-    assert feedback.pick_failure(rs[:2], "1.6")["nodeid"].endswith("t_own_todo")
-    assert feedback.pick_failure(rs[:1], "1.6")["nodeid"].endswith("t_blocked")
+    assert feedback.pick_failure(rs, "1.6").nodeid.endswith("t_real")  # informative, first in file
+    assert feedback.pick_failure(rs[:3], "1.6").nodeid.endswith("t_bare")  # own code before TODOs
+    assert feedback.pick_failure(rs[:2], "1.6").nodeid.endswith("t_own_todo")
+    assert feedback.pick_failure(rs[:1], "1.6").nodeid.endswith("t_blocked")
     assert feedback.pick_failure(rs[3:4], "1.6") is None
 
 

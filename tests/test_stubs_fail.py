@@ -13,15 +13,15 @@ from tests.helpers import stage_params
 def test_every_exercise_test_fails_on_the_stub(st: manifest.Stage):
     run = grading.run_pytest(grading.stage_test_paths(st, hidden=True), "student", timeout=60, hidden=True)
     assert not run.errors, f"stage {st.number} did not run cleanly on its stub: {run.errors}"
-    ex_results = [r for r in run.results if r["exercise"]]
+    ex_results = [r for r in run.results if r.exercise]
     assert ex_results, f"no exercise test of stage {st.number} ran"
-    passed = [r["nodeid"] for r in ex_results if r["outcome"] == "passed"]
+    passed = [r.nodeid for r in ex_results if r.outcome == "passed"]
     assert not passed, f"these exercise tests pass on the stub, so they assert nothing: {passed}"
     assert not run.anomalies, run.anomalies
-    covered = {r["exercise"] for r in ex_results if "/hidden_tests/" not in r["nodeid"]}
+    covered = {r.exercise for r in ex_results if not r.hidden}
     assert covered == {e.id for e in st.exercises}, f"exercises without a test that ran: {covered}"
     # the learner's view: one TODO line per unfilled exercise, not a traceback wall
-    todos = [r for r in ex_results if r["todo"]]
+    todos = [r for r in ex_results if r.todo]
     assert todos, "no failure was reported as a TODO"
     assert "TODO: Exercise" in run.output
     assert "raise NotImplementedError" not in run.output, "a stub's failure was shown as a traceback"
