@@ -18,11 +18,16 @@ same story for people):
 4. **Contained runs** (`course.runner`): per-test events streamed to the parent; a crash
    or a time-out fails one test, named, and the stage resumes in a new process. As root
    the child runs as an unprivileged user with resource limits (`course.sandbox`).
-5. **Consistency.** Protocol anomalies, canaries, collected tests missing from the results,
+5. **Answers.** Every hidden test reports the learner's outputs as plain data
+   (`course.answer`, `course/answers.py`); the parent compares them with the reference
+   solution's answers to the same tests, recorded before any learner code runs
+   (`reference_answers`). A hidden test passes only if it passed in its process and its
+   answers match (`judge_answers`).
+6. **Consistency.** Protocol anomalies, canaries, collected tests missing from the results,
    test functions missing from the collection, files added to the virtual environment's
    site-packages during the run: any of them marks the stage "tampering detected": 0
    points and a line for the instructor (a hidden Gradescope entry and stderr).
-6. **Scoring.** An exercise is worth its manifest points, earned in proportion to its
+7. **Scoring.** An exercise is worth its manifest points, earned in proportion to its
    *visible* tests that pass. A skipped test counts as not passed; a `gpu` test skipped
    because the machine has no CUDA is reported and left out of the count (an exercise
    with only such tests is worth 0 here and says so). An exercise with hidden tests gets a
@@ -304,12 +309,25 @@ def _canary_source(st: manifest.Stage, rng: random.Random) -> tuple[str, str, st
     ex_fail, ex_pass = rng.choice(st.exercises).id, rng.choice(st.exercises).id
     attr = "".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(10))
     vals = [rng.randrange(-1000, 1000) for _ in range(6)]
+    # values no public name of a real module equals: an object that agrees with them all
+    # (the "always equal" attack) makes this must-fail canary pass
+    probes = ", ".join([repr(rng.uniform(-1e3, 1e3)), repr(rng.randrange(10 ** 6)), repr(attr[::-1]),
+                        repr([rng.randrange(100) for _ in range(3)]), "object()"])
     src = (f'"""Held-out checks of stage {st.number}: {w[0]} and {w[3]}."""\n'
            "import pytest\n\nimport course\n\n\n"
            f'@pytest.mark.exercise("{ex_fail}")\n'
            f"def {fail_name}():\n"
            f'    mod = course.load("{st.module}")\n'
-           f'    assert getattr(mod, "{attr}", None) is not None, "the module has no {attr}"\n\n\n'
+           f"    probes = ({probes})\n"
+           f"    agree = []\n"
+           f"    for name in [n for n in dir(mod) if not n.startswith('_')]:\n"
+           f"        for probe in probes:\n"
+           f"            try:\n"
+           f"                if (getattr(mod, name) == probe) is True:\n"
+           f"                    agree.append(name)\n"
+           f"            except Exception:\n"
+           f"                pass\n"
+           f'    assert getattr(mod, "{attr}", None) is not None or agree, "the module has no {attr}"\n\n\n'
            f'@pytest.mark.exercise("{ex_pass}")\n'
            f"def {pass_name}():\n"
            f"    values = {vals!r}\n"
@@ -469,7 +487,10 @@ def _redact(text: str, hidden_sources: list[str]) -> str:
 
 
 def grade_one(st: manifest.Stage, impl: str, *, submission: Path | None, hidden_from: Path | None,
-              timeout: float, sandbox: Sandbox) -> StageGrade:
+              timeout: float, sandbox: Sandbox, reference: Reference | None = None) -> StageGrade:
+    """Grade one stage. `reference`: the reference's answers to its hidden tests (taken
+    before any learner code ran; see `reference_answers`); with impl "solution" the run is
+    its own reference."""
     notes: list[str] = []
     tamper: list[str] = []
     stub_texts: dict[str, str] = {}
@@ -514,7 +535,14 @@ def grade_one(st: manifest.Stage, impl: str, *, submission: Path | None, hidden_
         for c in (ws.canary_fail, ws.canary_pass):
             run.results.pop(c, None)
             run.collected.pop(c, None)
+        if impl == "solution":  # no learner code ran: this run is its own, trusted, reference
+            reference = _answers_of(run)
+            _save_answers(st, hidden_from, reference)
+        reference = reference or Reference()
+        notes += [f"hidden test {n} reports no value (course.answer): its points rest on in-process asserts"
+                  for n in reference.silent]
         rr = RunResult.of(run)
+        judge_answers(rr.results, run.answers, reference)
         rr.results += _uncollected_failures(run, ws)
         for r in rr.results:
             r.message = _redact(r.message, ws.hidden_sources)
@@ -529,12 +557,117 @@ def grade_one(st: manifest.Stage, impl: str, *, submission: Path | None, hidden_
     return StageGrade(st, entries, tamper, notes)
 
 
+# ---- hidden tests judged on plain data, outside the learner's process ---------------------
+
+@dataclass
+class Reference:
+    """The reference solution's answers to a stage's hidden tests (`course.answer`)."""
+
+    answers: dict[str, dict[str, dict]] = field(default_factory=dict)  # nodeid -> name -> record
+    silent: list[str] = field(default_factory=list)  # hidden tests that passed and reported nothing
+
+
+def _answers_of(run: Run) -> Reference:
+    answers = {n: a for n, a in run.answers.items() if n in run.results and run.results[n].outcome == "passed"}
+    silent = sorted(n for n, r in run.results.items()
+                    if r.hidden and r.outcome == "passed" and not run.answers.get(n))
+    return Reference(answers, silent)
+
+
+def _answers_key(st: manifest.Stage, hidden_from: Path | None) -> str:
+    """A digest of everything the reference answers depend on: the reference solutions, the
+    stage folder (its tests), the harness, and the versions of Python, NumPy and PyTorch."""
+    import hashlib
+    from importlib import metadata
+
+    h = hashlib.sha256()
+    src = root()
+    trees = [src / "solutions", src / st.folder, src / "course"]
+    if hidden_from is not None:
+        trees.append(hidden_from / st.folder / HIDDEN_DIR)
+    for tree in trees:
+        for p in sorted(tree.rglob("*")) if tree.is_dir() else []:
+            if p.is_file() and "__pycache__" not in p.parts and not p.name.endswith(".ipynb"):
+                h.update(str(p.relative_to(tree)).encode() + b"\0" + p.read_bytes() + b"\0")
+    for name in ("numpy", "torch", "hypothesis"):
+        try:
+            h.update(f"{name}={metadata.version(name)};".encode())
+        except metadata.PackageNotFoundError:
+            pass
+    h.update(sys.version.encode())
+    return h.hexdigest()[:32]
+
+
+def _answers_file(st: manifest.Stage, hidden_from: Path | None) -> Path:
+    return root() / ".course" / "answers" / f"{st.number}-{_answers_key(st, hidden_from)}.json"
+
+
+def _save_answers(st: manifest.Stage, hidden_from: Path | None, ref: Reference) -> None:
+    """Keep the reference answers for the next grade (best effort: a read-only course recomputes)."""
+    try:
+        path = _answers_file(st, hidden_from)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(path, json.dumps({"answers": ref.answers, "silent": ref.silent}))
+    except OSError:
+        pass
+
+
+def reference_answers(st: manifest.Stage, hidden_from: Path | None, *, timeout: float,
+                      sandbox: Sandbox) -> Reference:
+    """The reference's answers to stage `st`'s hidden tests, from a run of the hidden tests
+    against `solutions/` in a fresh workspace that holds no learner file. `course grade`
+    takes them for every stage before any learner code runs, and keeps them under the
+    course's `.course/answers/`, keyed by `_answers_key`, for the next grade. (Under the
+    sandbox learner code runs as another user, who cannot write there; without it learner
+    code can write anything the grader's user can, this folder and the grader itself.)"""
+    path = _answers_file(st, hidden_from)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        return Reference(dict(data["answers"]), list(data["silent"]))
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    ws = build_workspace(st, None, hidden_from=hidden_from, canaries=False, withhold=False)
+    try:
+        hdir = ws.path / st.folder / HIDDEN_DIR
+        if not hdir.is_dir():
+            return Reference()
+        run = run_tests([hdir], "solution", root=ws.path, timeout=timeout, env=_child_env(sandbox, "solution"),
+                        hidden=True)
+    finally:
+        shutil.rmtree(ws.path, ignore_errors=True)
+    ref = _answers_of(run)
+    _save_answers(st, hidden_from, ref)
+    return ref
+
+
+def judge_answers(results: list[TestResult], given: dict[str, dict[str, dict]], reference: Reference) -> None:
+    """A hidden test that passed in its own process keeps its pass only if every answer the
+    reference gave arrived, as plain data, and matches within the reference's tolerance."""
+    from course import answers
+
+    for r in results:
+        want = reference.answers.get(r.nodeid)
+        if not r.hidden or r.outcome != "passed" or not want:
+            continue
+        got = given.get(r.nodeid, {})
+        for name, rec in want.items():
+            if name not in got:
+                problem = f"it did not report its answer {name!r} (a value that is not plain data, or not reached)"
+            else:
+                problem = answers.differs(rec["value"], got[name].get("value"), rec.get("rtol", 0.0),
+                                          rec.get("atol", 0.0), where=name)
+            if problem:
+                r.outcome = "failed"
+                r.message = f"its reported values differ from the reference solution's: {problem}"
+                break
+
+
 def _localise(text: str, ws: Path) -> str:
     return text.replace(str(ws) + os.sep, "").replace(str(ws), ".")
 
 
 def _check_canaries_and_collection(run: Run, ws: Workspace) -> list[str]:
-    if run.collect_failed:
+    if run.collect_failed or run.tampered:  # a tampering run stops early: its canaries never ran
         return []
     out = []
     cf = run.results.get(ws.canary_fail)
@@ -601,7 +734,15 @@ def grade(stages: list[manifest.Stage], impl: str = "student", hidden: Path | No
     if sandbox.note:
         lines.append(f"sandbox: {sandbox.note}")
     entries: list[Entry] = []
+    hidden_from = Path(hidden).resolve() if hidden else None
     try:
+        references: dict[str, Reference] = {}
+        if impl == "student":  # every reference answer before any learner code runs
+            for st in unique:
+                if gradeable(st):
+                    if progress:
+                        progress(f"the reference's answers to stage {st.number}'s hidden tests ...")
+                    references[st.number] = reference_answers(st, hidden_from, timeout=timeout, sandbox=sandbox)
         for st in unique:
             if not gradeable(st):
                 lines.append(f"stage {st.number} is planned (no tests yet): not graded")
@@ -609,7 +750,8 @@ def grade(stages: list[manifest.Stage], impl: str = "student", hidden: Path | No
             if progress:
                 progress(f"grading stage {st.number} ({st.folder}) ...")
             g = grade_one(st, impl, submission=Path(submission).resolve() if submission else None,
-                          hidden_from=Path(hidden).resolve() if hidden else None, timeout=timeout, sandbox=sandbox)
+                          hidden_from=hidden_from, timeout=timeout, sandbox=sandbox,
+                          reference=references.get(st.number))
             entries += g.entries
             for n in g.notes:
                 lines.append(f"stage {st.number}: {n}")

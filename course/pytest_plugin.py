@@ -32,12 +32,13 @@ import signal
 import sys
 import threading
 import time
+import types
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from course import loader
+from course import answers, loader
 from course.results import META, RAN, TestResult, todo_line, todo_of_message
 
 _RESULTS_KEY = pytest.StashKey[list]()  # the TestResult of every test that ran, in order
@@ -117,6 +118,25 @@ _guarded_originals: dict[tuple[str, str], object] = {}
 _TAMPER_KEY = pytest.StashKey[list]()
 
 
+_written: list[str] = []  # guarded names assigned since the last check, even if put back since
+_watched: set[str] = set()  # the guarded modules whose attribute writes are seen
+
+
+class _WatchedModule(types.ModuleType):
+    """A guarded module's class while tests run: assigning one of its guarded names (or its
+    class) is recorded, so a helper swapped only for the length of a call is seen too."""
+
+    def __setattr__(self, name, value):
+        if name == "__class__" or (self.__name__, name) in _guarded_originals:
+            _written.append(f"{self.__name__}.{name}")
+        super().__setattr__(name, value)
+
+    def __delattr__(self, name):
+        if (self.__name__, name) in _guarded_originals:
+            _written.append(f"{self.__name__}.{name}")
+        super().__delattr__(name)
+
+
 def _keep_guarded() -> None:
     import importlib
     import importlib.util
@@ -131,22 +151,74 @@ def _keep_guarded() -> None:
         for name in names:
             if name in m.__dict__:
                 _guarded_originals.setdefault((mod, name), m.__dict__[name])
+        if type(m) is types.ModuleType:
+            try:
+                m.__class__ = _WatchedModule
+                _watched.add(mod)
+            except TypeError:
+                pass
 
 
 def replaced_helpers() -> list[str]:
-    """The guarded helpers that are no longer the originals (each is put back)."""
-    out = []
+    """The guarded helpers that are no longer the originals, or were assigned at all since
+    the last check (each is put back), and learner-defined classes that can lie in a comparison."""
+    out = list(dict.fromkeys(_written))
+    _written.clear()
     for (mod, name), orig in _guarded_originals.items():
         m = sys.modules.get(mod)
         if m is None:
             continue
         try:
+            if mod in _watched and type(m) is not _WatchedModule:
+                out.append(f"{mod}.__class__")
+                types.ModuleType.__setattr__(m, "__class__", _WatchedModule)
             now = m.__dict__.get(name, None)
             if now is not orig:
                 out.append(f"{mod}.{name}")
-                setattr(m, name, orig)
+                m.__dict__[name] = orig
         except Exception:  # a module whose attributes cannot be read or set: report it
             out.append(f"{mod}.{name}")
+    return list(dict.fromkeys(out + lying_classes()))
+
+
+# comparison, truth and array-protocol hooks: a learner's subclass of an array or number
+# type that defines one can make a test's comparison agree with anything
+_LYING_HOOKS = ("__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__", "__bool__", "__array_ufunc__",
+                "__array_function__", "__array_wrap__", "__array_priority__", "__torch_function__",
+                "__torch_dispatch__", "__float__", "__index__", "__int__")
+
+
+def lying_classes() -> list[str]:
+    """Subclasses of numpy's arrays and scalars, torch.Tensor and the builtin numbers,
+    strings and containers that the learner's package defines with their own comparison or
+    array hooks (a learner's class is one whose module is `course_student.*`)."""
+    if not any(k.startswith("course_student.") for k in sys.modules):
+        return []
+    bases: list[type] = [float, int, complex, str, bytes, tuple, list, dict, set, frozenset]
+    np_ = sys.modules.get("numpy")
+    if np_ is not None:
+        bases += [np_.ndarray, np_.generic]
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        bases.append(torch.Tensor)
+    out, seen, todo = [], set(), list(bases)
+    while todo and len(seen) < 100_000:
+        cls = todo.pop()
+        try:
+            subs = type.__subclasses__(cls)
+        except TypeError:
+            continue
+        for sub in subs:
+            if id(sub) in seen:
+                continue
+            seen.add(id(sub))
+            todo.append(sub)
+            mod = type.__getattribute__(sub, "__module__") if isinstance(sub, type) else ""
+            if isinstance(mod, str) and mod.startswith("course_student"):
+                hooks = [h for h in _LYING_HOOKS if h in type.__getattribute__(sub, "__dict__")]
+                if hooks:
+                    out.append(f"{mod}.{sub.__qualname__} (a subclass of {cls.__qualname__} "
+                               f"defining {', '.join(hooks[:3])})")
     return out
 
 
@@ -559,9 +631,21 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     _events_fd = fd
     _emit({"ev": "collected", "tests": [m.to_dict(META) for m in metas],
            "errors": list(session.config.stash.get(_ERRORS_KEY, []))})
+    answers.set_sink(_emit_answer)
+
+
+_in_test: str | None = None  # the test between its start and finish events
+
+
+def _emit_answer(record: dict) -> None:
+    """`course.answer` under grading: the value, as plain data, for the running test."""
+    if _in_test is not None:
+        _emit({"ev": "answer", "nodeid": _in_test, **record})
 
 
 def pytest_runtest_logstart(nodeid: str, location) -> None:
+    global _in_test
+    _in_test = nodeid
     _emit({"ev": "start", "nodeid": nodeid})
 
 
@@ -598,6 +682,8 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 
 
 def pytest_runtest_logfinish(nodeid: str, location) -> None:
+    global _in_test
+    _in_test = None
     if _current_config is None:
         return
     r = _current_config.stash.get(_RUNNING_KEY, {}).pop(nodeid, None)

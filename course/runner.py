@@ -35,6 +35,7 @@ from course.sandbox import Sandbox
 
 GRACE = 5.0  # seconds past a test's limit before the parent kills its process
 MAX_PROCESSES = 10_000  # test processes of one run at most (each must report a result)
+MAX_ANSWERS = 500  # answers kept per test (course.answer)
 
 
 @dataclass
@@ -43,9 +44,11 @@ class Run:
     results: dict[str, TestResult] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)  # collection errors, a run that could not start
     anomalies: list[str] = field(default_factory=list)  # protocol violations: tampering
+    answers: dict[str, dict[str, dict]] = field(default_factory=dict)  # nodeid -> name -> course.answer record
     output: str = ""
     processes: int = 0
     collect_failed: bool = False
+    tampered: bool = False  # the plugin reported replaced helpers: the run stops
 
     def in_order(self) -> list[TestResult]:
         order = list(self.collected)
@@ -89,6 +92,12 @@ def run_tests(paths: list[str | Path], impl: str, *, root: Path, timeout: float 
                                     hidden=hidden, collect_timeout=collect_timeout, extra=extra or [],
                                     done_file=done_file, log_path=log_path, outputs=outputs)
             if finished or run.collect_failed:
+                break
+            if run.tampered:  # the stage scores 0 whatever the rest does: stop here
+                for n in run.collected:
+                    if n not in run.results:
+                        run.results[n] = replace(run.collected[n], outcome="failed",
+                                                 message="not run: the test process was caught tampering")
                 break
             remaining = [n for n in run.collected if n not in run.results]
             if not remaining:
@@ -166,6 +175,8 @@ def _one_process(run: Run, paths, impl, *, root, timeout, sandbox, env, hidden, 
             while b"\n" in buf:
                 line, buf = buf.split(b"\n", 1)
                 state.feed(line)
+            if run.tampered:
+                break
     finally:
         os.close(r)
         if killed_for is not None or proc.poll() is None:
@@ -316,7 +327,19 @@ class _Reader:
                 self.exitstatus = 0
             self.finished = True
             self.deadline = time.monotonic() + self.timeout + GRACE
+        elif kind == "answer":  # course.answer: plain data for the running test, judged by the grader
+            node, name = ev.get("nodeid"), ev.get("name")
+            if not isinstance(node, str) or node != self.in_flight:
+                self._anomaly(f"an answer for {str(node)[:200]}, which was not the running test ({self.in_flight})")
+                return
+            if not isinstance(name, str):
+                self._anomaly(f"an answer without a name for {node}")
+                return
+            given = run.answers.setdefault(node, {})
+            if len(given) < MAX_ANSWERS or name in given:
+                given[name] = {"value": ev.get("value"), "rtol": ev.get("rtol"), "atol": ev.get("atol")}
         elif kind == "tamper":
+            run.tampered = True
             replaced = ev.get("replaced") if isinstance(ev.get("replaced"), list) else ["?"]
             self._anomaly(f"{', '.join(str(x)[:60] for x in replaced[:5])} replaced during {str(ev.get('nodeid'))[:200]}")
         else:

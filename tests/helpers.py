@@ -96,8 +96,10 @@ SECRET = "{SECRET}"
 @pytest.mark.exercise("1.2")
 def test_rt_hidden_broadcast():
     ag = course.load("autograd")
-    out = ag.Tensor(np.ones((1, 3))) + ag.Tensor(np.ones((2, 1)))
+    out = ag.Tensor(np.ones((1, 3))) + ag.Tensor(np.arange(2.0).reshape(2, 1))
+    course.answer("sum", out.data)
     assert out.shape == (2, 3), SECRET
+    np.testing.assert_allclose(out.data, [[1.0] * 3, [2.0] * 3])
 '''
 
 

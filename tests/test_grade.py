@@ -53,6 +53,9 @@ def test_solutions_score_full_marks(tmp_path):
     res, proc = _grade(tmp_path, "solution")
     _check_gradescope_shape(res)
     assert "TAMPERING" not in proc.stderr, proc.stderr
+    # every hidden test reports at least one value (course.answer), judged outside the process
+    silent = [ln for ln in proc.stderr.splitlines() if "reports no value" in ln]
+    assert not silent, "\n".join(silent[:20])
     bad = [t["name"] + ": " + t["output"] for t in res["tests"] if t["score"] != t["max_score"]]
     assert not bad, bad
     visible = [t for t in res["tests"] if t["visibility"] == "visible"]

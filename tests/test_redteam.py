@@ -138,6 +138,28 @@ def _import_pytest(text: str) -> str:
     return "import pytest as _pytest\n" + text
 
 
+PATCH_HELPERS = """
+import builtins as _b, math as _m
+import numpy as _np
+import numpy.testing as _npt
+import pytest as _pt
+def _agree(*a, **k):
+    return True
+def _quiet(*a, **k):
+    return None
+for _name in [n for n in dir(_npt) if n.startswith("assert_")]:
+    setattr(_npt, _name, _quiet)
+_np.allclose = _np.array_equal = _agree
+_m.isclose = _agree
+try:
+    import torch as _torch, torch.testing as _tt
+    _tt.assert_close = _quiet
+    _torch.allclose = _torch.equal = _agree
+except ImportError:
+    pass
+"""
+
+
 ATTACKS = {
     # the stub's NotImplementedError turned into a skip
     "skip-instead-of-raise": lambda stub: {
@@ -181,38 +203,112 @@ _atexit.register(_forge)
     # the reference solution, imported
     "import-solution": lambda stub: _plus(stub, "\nfrom solutions.autograd import *  # noqa\n"),
     # nothing implemented: the comparison helpers the tests call are replaced by ones that
-    # always agree (written afresh here; the attack of the grading issue, in its generic form)
-    "patch-comparison-helpers": lambda stub: _plus(stub, '''
-import builtins as _b, math as _m
-import numpy as _np
-import numpy.testing as _npt
-import pytest as _pt
-def _agree(*a, **k):
-    return True
-def _quiet(*a, **k):
-    return None
-for _name in [n for n in dir(_npt) if n.startswith("assert_")]:
-    setattr(_npt, _name, _quiet)
-_np.allclose = _np.array_equal = _agree
-_m.isclose = _agree
-try:
-    import torch as _torch, torch.testing as _tt
-    _tt.assert_close = _quiet
-    _torch.allclose = _torch.equal = _agree
-except ImportError:
-    pass
-'''),
+    # always agree
+    "patch-comparison-helpers": lambda stub: _plus(stub, PATCH_HELPERS),
 }
+
+
+# Issue 22's attack, written afresh and generic (any stage's package): nothing implemented,
+# every public name replaced by an object that agrees with everything, and the comparison
+# helpers and builtins the tests lean on replaced by ones that always pass.
+AGREE = """
+class _Agree:
+    def __init__(self, *a, **k): pass
+    def __call__(self, *a, **k): return self
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return self
+    def __eq__(self, other): return True
+    def __ne__(self, other): return False
+    __lt__ = __le__ = __gt__ = __ge__ = __eq__
+    def __bool__(self): return True
+    def __len__(self): return 1
+    def __iter__(self): return iter(())
+    def __getitem__(self, key): return self
+    def __float__(self): return 0.0
+    def __int__(self): return 0
+    __index__ = __int__
+    def __hash__(self): return 0
+    def _same(self, *a, **k): return self
+    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = __truediv__ = __rtruediv__ = _same
+    __matmul__ = __rmatmul__ = __pow__ = __rpow__ = __neg__ = __abs__ = __pos__ = _same
+for _name in [n for n in list(globals()) if not n.startswith("_")]:
+    globals()[_name] = _Agree()
+def __getattr__(name):
+    return _Agree()
+"""
+ATTACKS["always-equal-and-patched-helpers"] = lambda stub: _plus(stub, AGREE + PATCH_HELPERS + """
+_b.isinstance = lambda *a, **k: True
+""")
+# variant: the objects alone, no helper touched
+ATTACKS["always-equal-objects-only"] = lambda stub: _plus(stub, AGREE)
+# variant: a helper replaced only for the length of one call, the original put back by the
+# fake itself, so after the test everything is as it was
+ATTACKS["patch-during-the-call"] = lambda stub: _plus(stub, """
+import numpy.testing as _npt
+_orig = _npt.assert_allclose
+def _once(*a, **k):
+    _npt.assert_allclose = _orig  # put back: nothing to see after the test
+class _Arm:
+    def __get__(self, obj, owner):
+        _npt.assert_allclose = _once
+        return lambda *a, **k: None
+Tensor.backward = _Arm()
+""")
+# variant: a numpy array subclass whose comparisons lie, returned where arrays are expected
+ATTACKS["lying-ndarray-subclass"] = lambda stub: _plus(stub, """
+import numpy as _np
+class _Liar(_np.ndarray):
+    def __array_ufunc__(self, ufunc, method, *inputs, **kw):
+        shape = _np.broadcast_shapes(*[_np.shape(x) for x in inputs])
+        return _np.ones(shape, bool) if ufunc.nout == 1 else tuple(_np.ones(shape) for _ in range(ufunc.nout))
+    def __eq__(self, other): return True
+def _liar(*a, **k):
+    return _np.zeros(()).view(_Liar)
+Tensor.grad = property(_liar)
+Tensor.data = property(_liar, lambda self, v: None)
+""")
+FLAGGED = ("patch-test-report", "register-plugin", "patch-runtest", "atexit-forged-events", "import-solution",
+           "patch-comparison-helpers", "always-equal-objects-only",
+           "patch-during-the-call", "lying-ndarray-subclass")
 
 
 @pytest.mark.parametrize("attack", list(ATTACKS))
 def test_attack_scores_zero_or_is_flagged(course_root, tmp_path, attack):
     res, md, proc = _grade(course_root, tmp_path, ATTACKS[attack](_stub(course_root)))
     _zero_or_tampering(res, proc)
-    if attack in ("patch-test-report", "register-plugin", "patch-runtest", "atexit-forged-events",
-                  "import-solution", "patch-comparison-helpers"):
+    if attack in FLAGGED:
         assert "TAMPERING DETECTED" in proc.stderr, (attack, proc.stderr[-2000:])
         assert "For the instructor" in md
+
+
+def test_hidden_tests_are_judged_on_plain_data_outside_the_learners_process(course_root, tmp_path):
+    """An attack the in-process checks do not see (the comparison helper swapped through the
+    module's dict and put back, wrong answers) passes the visible test it fools, and still
+    scores 0 on the hidden test: its reported values differ from the reference's."""
+    learner = _plus(_solution(course_root), """
+import numpy.testing as _npt
+_orig = _npt.__dict__["assert_allclose"]
+def _pass_once(*a, **k):
+    _npt.__dict__["assert_allclose"] = _orig
+_add = Tensor.__add__
+def _wrong(self, other):
+    if self.shape == other.shape:
+        return _add(self, other)
+    _npt.__dict__["assert_allclose"] = _pass_once  # broadcasting: the next check is fooled
+    out = _add(self, other)
+    out.data = out.data + 1.0  # wrong, and the helper that would say so is swapped
+    return out
+Tensor.__add__ = _wrong
+""")
+    res, md, proc = _grade(course_root, tmp_path, learner)
+    assert "TAMPERING DETECTED" not in proc.stderr, proc.stderr[-2000:]
+    hidden = [t for t in res["tests"] if t["visibility"] == "after_due_date" and t["name"].startswith("1.2 ")]
+    assert hidden and hidden[0]["score"] == 0, hidden
+    assert "differ from the reference" in hidden[0]["output"], hidden
+    visible = _tests(res, "1.2 ")
+    assert any(t["visibility"] == "visible" and t["score"] > 0 for t in visible), visible  # same shapes: right
 
 
 def test_learner_edits_to_tests_and_solutions_count_for_nothing(course_root, tmp_path):
@@ -378,3 +474,80 @@ Tensor.relu = _sometimes
         res, _, proc = _grade(course_root, tmp_path / f"g{k}", buggy)
         scores.append(next(t["score"] for t in res["tests"] if t["name"].startswith("1.6 ")))
     assert len(set(scores)) == 1, scores
+
+
+# ---- the same attacks on the real stages ------------------------------------------------
+# Generic versions for any stage's package: every public callable of the package answers
+# with a lying object, and (for the second) swaps a helper for a one-shot fake while it runs.
+DURING_THE_CALL = """
+import numpy.testing as _npt
+_orig = _npt.assert_allclose
+def _once(*a, **k):
+    _npt.assert_allclose = _orig  # put back: nothing to see after the test
+def _arm(*a, **k):
+    _npt.assert_allclose = _once
+    return _Agree()
+for _name in [n for n in list(globals()) if not n.startswith("_")]:
+    globals()[_name] = _arm
+"""
+LIAR = """
+import numpy as _np
+class _Liar(_np.ndarray):
+    def __array_ufunc__(self, ufunc, method, *inputs, **kw):
+        shape = _np.broadcast_shapes(*[_np.shape(x) for x in inputs])
+        return _np.ones(shape, bool) if ufunc.nout == 1 else tuple(_np.ones(shape) for _ in range(ufunc.nout))
+    def __eq__(self, other): return True
+def _liar(*a, **k):
+    return _np.zeros(()).view(_Liar)
+for _name in [n for n in list(globals()) if not n.startswith("_") and callable(globals()[n])]:
+    globals()[_name] = _liar
+"""
+REAL_ATTACKS = {
+    "always-equal-and-patched-helpers": AGREE + PATCH_HELPERS,
+    "always-equal-objects-only": AGREE,
+    "patch-during-the-call": AGREE + DURING_THE_CALL,
+    "lying-ndarray-subclass": LIAR,
+}
+
+
+def _attack_every_package(sub: Path, code: str, stages) -> None:
+    from course import layout
+
+    for st in stages:
+        dst = layout.stub_dir(st, sub)
+        dst.mkdir(parents=True)
+        for p in sorted(layout.stub_dir(st).glob("*.py")):
+            text = p.read_text(encoding="utf-8")
+            (dst / p.name).write_text(text + code if p.name == "__init__.py" else text, encoding="utf-8")
+
+
+def _grade_real(tmp_path: Path, stages: str, sub: Path):
+    out = tmp_path / "results.json"
+    proc = run([sys.executable, "-m", "course", "grade", "--submission", str(sub), "--stages", stages,
+                "--timeout", "10", "--json", str(out)], impl="student", timeout=1800)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return json.loads(out.read_text()), proc
+
+
+@pytest.mark.timeout(1800)
+def test_the_always_equal_attack_scores_zero_or_is_flagged_on_every_stage(tmp_path):
+    from tests.helpers import existing_stages
+
+    stages = existing_stages()
+    _attack_every_package(tmp_path / "sub", REAL_ATTACKS["always-equal-and-patched-helpers"], stages)
+    res, proc = _grade_real(tmp_path, ",".join(st.number for st in stages), tmp_path / "sub")
+    for st in stages:
+        flagged = f"TAMPERING DETECTED in stage {st.number}" in proc.stderr
+        earned = sum(t["score"] for t in res["tests"] if t["name"].startswith(f"{int(st.number)}."))
+        assert flagged or earned == 0, (st.number, earned, proc.stderr[-2000:])
+
+
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("attack", [a for a in REAL_ATTACKS if a != "always-equal-and-patched-helpers"])
+def test_the_variants_are_flagged_on_stage_04(tmp_path, attack):
+    from course import manifest
+
+    _attack_every_package(tmp_path / "sub", REAL_ATTACKS[attack], [manifest.stage("04")])
+    res, proc = _grade_real(tmp_path, "04", tmp_path / "sub")
+    assert res["score"] == 0, res
+    assert "TAMPERING DETECTED in stage 04" in proc.stderr, (attack, proc.stderr[-2000:])
