@@ -87,7 +87,6 @@ def encode(value: Any, name: str = "value", _depth: int = 0, _budget: list | Non
                         "(report numbers, strings, None, lists, dicts with str keys, or numeric arrays)")
     if arr.dtype.kind not in KINDS:
         raise TypeError(f"answer {name!r}: arrays of dtype {arr.dtype} are not plain data (numeric or bool only)")
-    arr = np.ascontiguousarray(arr)
     budget[0] -= arr.nbytes
     _spend(budget, name)
     return {"a": [arr.dtype.str, list(arr.shape), base64.b64encode(arr.tobytes()).decode("ascii")]}
@@ -103,7 +102,7 @@ def _as_array(value: Any, name: str) -> np.ndarray | None:
     if isinstance(value, (np.ndarray, np.generic)):
         # a base-class copy of the bytes: a subclass's overridden methods never run
         base = np.ndarray.view(np.asarray(value), np.ndarray) if isinstance(value, np.ndarray) else np.asarray(value)
-        return np.array(base, copy=True, subok=False)
+        return np.array(base, copy=True, subok=False, order="C")
     torch = __import__("sys").modules.get("torch")
     if torch is not None and isinstance(value, torch.Tensor):
         with torch._C.DisableTorchFunctionSubclass():
@@ -112,7 +111,7 @@ def _as_array(value: Any, name: str) -> np.ndarray | None:
                 t = t.float()
             if t.is_complex() or t.is_quantized or t.layout != torch.strided:
                 raise TypeError(f"answer {name!r}: a {t.dtype} / {t.layout} tensor is not plain data")
-            return np.array(torch.Tensor.numpy(t.cpu().contiguous()), copy=True)
+            return np.array(torch.Tensor.numpy(t.cpu().contiguous()), copy=True, order="C")
     return None
 
 
