@@ -86,6 +86,9 @@ STAGES: tuple[Stage, ...] = (
         ("3.9", "Evaluation: loss and bits per byte", 10, "3.3 3.7 3.8"),
         ("3.10", "Checkpoints that resume exactly", 8, "3.3 3.7 3.8 3.9"),
         ("3.11", "Distributed data parallel", 10, "3.3 3.7 3.8 3.9"),
+        ("3.12", "Bits per byte per document, with a confidence interval", 8, "3.9"),
+        ("3.13", "Line completion: edit similarity, exact match, a held-out set", 10),
+        ("3.14", "The regression gate", 5, "3.9 3.12 3.13"),
     )),
     # --- end stage 03 ---------------------------------------------------------------
     # --- stage 04 -------------------------------------------------------------------
@@ -96,6 +99,10 @@ STAGES: tuple[Stage, ...] = (
         ("4.4", "QuantizedKVCache: INT8 K/V", 15, "4.1 4.3"),
         ("4.5", "Sampling: greedy, temperature, top-k/p", 15),
         ("4.6", "generate with any cache or none", 20, "4.1 4.2 4.3 4.4 4.5"),
+        ("4.7", "The repetition penalty (CTRL)", 8),
+        ("4.8", "INT4 weights: groups, zero points, packing", 10),
+        ("4.9", "QuantLinear: INT8/INT4 weights on the fly", 10, "4.4 4.8"),
+        ("4.10", "AWQ: activation-aware INT4 scales", 10, "4.8 4.9"),
     )),
     # --- end stage 04 ---------------------------------------------------------------
     # --- stage 05 -------------------------------------------------------------------
@@ -119,6 +126,8 @@ STAGES: tuple[Stage, ...] = (
         ("6.6", "Prefix caching: chained hashes, LRU reuse", 15, "6.1 6.2"),
         ("6.7", "Fork and copy-on-write", 10, "6.1 6.2 6.3"),
         ("6.8", "The engine on paged memory: block manager, parallel sampling", 18, "6.1 6.2 6.3 6.4 6.6 6.7"),
+        # going further: the production-style decode kernel, with 6.5's textbook kernel as its first step
+        ("6.9", "Going further: a split-K (flash-decoding) paged-decode kernel", 15, "6.4 6.5"),
     )),
     # --- end stage 06 ---------------------------------------------------------------
     # --- stage 07 -------------------------------------------------------------------

@@ -14,11 +14,18 @@ exercise order:
     evaluation.py   evaluate: loss and bits per byte                    3.9
     checkpoint.py   save_training_state, load_training_state            3.10
     distributed.py  setup_distributed, shard_batch, all_reduce_mean     3.11
+    perplexity.py   score_document, mean_interval (+ source_row)        3.12
+    line_completion.py  edit_similarity, exact_match, select_examples   3.13
+                    (+ candidate_lines, complete_lines: greedy)
+    eval_report.py  compare: the regression gate                        3.14
+                    (+ MARGINS, evaluate_model, EvalReport, gate, ContextWindowModel)
   given:
     arguments.py    check_positive          config.py   TrainConfig, PRESETS
     loop.py         make_optimizer, train   sampling.py pick_next, generate, sample_gpt, ...
     plot.py         plot_history            cli.py      main: python -m solutions.train
     demo.py         demo                    omp_env.py, __main__.py: the command line's start
+    eval_sets.py    EvalSets, build_eval_sets, load_eval_sets: the held-out sets
+    eval_cli.py     run_eval: `course eval MODEL [--against BASELINE]`
 
     python -m solutions.train --preset tiny         # writes out/tiny/gpt.pt (a run folder)
     torchrun --standalone --nproc_per_node 2 -m solutions.train --preset tiny --data DIR
@@ -40,9 +47,15 @@ from .step import grad_sync, lm_loss, train_step
 from .evaluation import LN2, evaluate
 from .checkpoint import TRAINING_STATE_KEYS, load_training_state, save_training_state, unwrap
 from .distributed import all_reduce_mean, setup_distributed, shard_batch
+from .perplexity import DOC_BYTES, DocScore, Interval, mean_interval, score_document, source_row
+from .line_completion import (LEAK_CONTEXT, PREFIX_CHARS, CompletionExample, candidate_lines, complete_lines,
+                              edit_similarity, exact_match, select_examples)
+from .eval_report import MARGINS, ContextWindowModel, EvalReport, Margin, compare, evaluate_model, gate
+from .eval_sets import Document, EvalSets, build_eval_sets, load_eval_sets, read_split, source_kind
 from .config import PRESETS, TrainConfig
 from .loop import HISTORY_KEYS, make_optimizer, train
 from .sampling import generate, pick_next, sample_gpt, sample_mlp_lm
 from .plot import plot_history
 from .cli import CORPUS_DIR, REPO, RUNS_DIR, corpus_splits, describe_split, main
 from .demo import demo
+from .eval_cli import run_eval

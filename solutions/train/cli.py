@@ -12,6 +12,7 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
+from solutions.checks import ArgumentParser
 from solutions.fileio import atomic_write, check_outputs, load_checked, write_text_atomic
 from solutions.gpt import DEFAULT_WEIGHTS, save_checkpoint
 
@@ -62,14 +63,6 @@ def describe_split(path: Path, tokens: torch.Tensor) -> dict:
             "documents": sum(kinds.values()), "tokens": len(tokens), "documents_by_kind": kinds}
 
 
-class _Parser(argparse.ArgumentParser):
-    """argparse, but every refusal reads `error: <what is wrong>` (exit 2) with the usage first."""
-
-    def error(self, message: str):
-        self.print_usage(sys.stderr)
-        self.exit(2, f"error: {message}\n")
-
-
 def _rel(path: Path) -> str:
     return str(path.relative_to(REPO)) if path.is_relative_to(REPO) else str(path)
 
@@ -82,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     output is checked before training (not an input, not a shipped file, not a folder)
     and written atomically.
     """
-    p = _Parser(prog="python -m solutions.train", description="Train the course's GPT. Nothing the course "
+    p = ArgumentParser(prog="python -m solutions.train", description="Train the course's GPT. Nothing the course "
                 "ships is overwritten: the model goes to --out (default: out/PRESET/gpt.pt) unless "
                 "--replace-default-model is given.")
     p.add_argument("--preset", choices=sorted(PRESETS), default="default")
