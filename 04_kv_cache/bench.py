@@ -25,6 +25,11 @@ On a machine shared with other jobs, use --threads 1: a decode step of this smal
 variant down many times over (README.md has the measured figures and their command).
 
     COURSE_IMPL=solution python 04_kv_cache/bench.py [--quick] [--threads N] [--json FILE] [--plot FILE]
+                                                     [--device cpu|cuda] [--dtype float32|float16|bfloat16]
+
+--quant / --load: the weight-quantisation and checkpoint-loading tables (bench_quant.py).
+--device / --dtype (solutions/device.py) put both models, ours and transformers', on that
+device in that dtype; the timed calls end with the tokens copied to the host (a GPU sync).
 """
 
 from __future__ import annotations
@@ -41,7 +46,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from anywher
 
 import course  # noqa: E402
 from course.benchmark import Report, Timing, bench_args, measure  # noqa: E402
+from solutions.device import add_device_arguments, device_or_exit, dtype_name  # noqa: E402
 from solutions.gpt import GPT, GPTConfig, load_default  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench_quant.py lies beside this file
+import bench_quant  # noqa: E402  (--quant, --load)
 
 kc = course.load("kv_cache")
 VARIANTS = ("recompute", "concat", "prealloc", "int8", "transformers")
@@ -55,14 +64,15 @@ def prompt_ids(n: int, batch: int) -> list[list[int]]:
 
 
 def hf_generate(hf, prompts: list[list[int]], n_new: int):
-    ids = torch.tensor(prompts)
+    ids = torch.tensor(prompts, device=hf.device)
     with torch.no_grad():
         return hf.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=n_new,
                            min_new_tokens=n_new, do_sample=False, use_cache=True, pad_token_id=0)
 
 
 def prepare_hf(model: GPT):
-    hf = model.to_hf()
+    weight = model.transformer.wte.weight
+    hf = model.to_hf().to(device=weight.device, dtype=weight.dtype)
     hf.generation_config.eos_token_id = None  # the same work as ours: never stop early
     return hf
 
@@ -96,13 +106,21 @@ def throughput(model: GPT, hf, prompt_len: int, n_new: int, batch: int, args,
 def decode_steps(model: GPT, cache_name: str, position: int, batch: int, steps: int = 16) -> float:
     """Seconds per decode step with `position` tokens already cached: a fresh cache and an
     untimed prefill, then `steps` timed steps (so the concat cache really grows)."""
-    prompts = torch.tensor(prompt_ids(position, batch))
+    device = model.transformer.wte.weight.device
+    prompts = torch.tensor(prompt_ids(position, batch), device=device)
     cache = kc.CACHES[cache_name].for_model(model, batch, max_len=position + steps)
     kc.forward_cached(model, prompts, cache)
+    _sync(device)
     t0 = time.perf_counter()
     for _ in range(steps):
         kc.forward_cached(model, prompts[:, -1:], cache)
+    _sync(device)
     return (time.perf_counter() - t0) / steps
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
 
 
 def step_times(model: GPT, caches: tuple[str, ...], batch: int, args) -> dict[tuple[str, int], float]:
@@ -118,13 +136,19 @@ def step_times(model: GPT, caches: tuple[str, ...], batch: int, args) -> dict[tu
 
 
 def main(argv=None) -> dict:
-    args = bench_args("Stage 04: decode throughput with and without a KV cache", argv)
+    args = bench_args("Stage 04: decode throughput with and without a KV cache", argv,
+                      extra=lambda p: (add_device_arguments(p), bench_quant.add_arguments(p)))
+    if args.quant or args.load:  # weight quantisation / checkpoint loading: bench_quant.py
+        return bench_quant.run(args)
+    device, dtype = device_or_exit(args)
     rep = Report("04_kv_cache", args, "decode tokens/s (prompt C/2 + C/2 new tokens, greedy)")
-    print(f"implementation: {course.current_impl()}; threads {torch.get_num_threads()}", flush=True)
-    default, _ = load_default()
+    print(f"implementation: {course.current_impl()}; threads {torch.get_num_threads()}; "
+          f"{device}, {dtype_name(dtype)}", flush=True)
+    default, _ = load_default(device=device, dtype=dtype)
     torch.manual_seed(0)
     c = default.config
-    wide = GPT(GPTConfig(block_size=512, n_layer=c.n_layer, n_head=c.n_head, n_embd=c.n_embd)).eval()
+    wide = GPT(GPTConfig(block_size=512, n_layer=c.n_layer, n_head=c.n_head, n_embd=c.n_embd)).to(
+        device=device, dtype=dtype).eval()
     models = {"default": (default, prepare_hf(default)), "random-512": (wide, prepare_hf(wide))}
     contexts = [128] if args.quick else [128, 256, 512]
     batches = [1, 16]

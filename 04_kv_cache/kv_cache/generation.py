@@ -48,11 +48,12 @@ def generate_alone(model: GPT, prompt: Sequence[int], max_new_tokens: int, sampl
 
     `sampling`: None or greedy, or any object with `temperature`, `top_k`, `top_p` and `seed`
     (stage 05's `SamplingParams`); a sampled request draws from a generator seeded with its
-    `seed`, as those engines seed each request's own generator.
+    `seed`, as those engines seed each request's own generator (on the model's device).
     """
     kw = {}
     if sampling is not None and sampling.temperature > 0:
+        device = model.transformer.wte.weight.device
         kw = dict(temperature=sampling.temperature, top_k=sampling.top_k, top_p=sampling.top_p,
-                  generator=torch.Generator().manual_seed(sampling.seed))
+                  generator=torch.Generator(device=device).manual_seed(sampling.seed))
     res = generate(model, [list(prompt)], max_new_tokens, stop=list(stop) or None, **kw)
     return res.tokens[0], res.finish_reasons[0]

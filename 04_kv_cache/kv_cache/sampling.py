@@ -1,7 +1,9 @@
 # GENERATED from solutions/kv_cache/sampling.py by `course stubs --write`: fill in the bodies that raise NotImplementedError.
 # The lesson is 04_kv_cache/04_kv_cache.ipynb. Exercises in this file (line of each hole, then the commands):
-#   4.5 Sampling: greedy, temperature, top-k/p: line 32; `course check 4.5`, `course hint 4.5`
-"""Exercise 4.5: choosing the next token — greedy, temperature, top-k, top-p."""
+#   4.5 Sampling: greedy, temperature, top-k/p: line 34; `course check 4.5`, `course hint 4.5`
+#   4.7 The repetition penalty (CTRL): line 52; `course check 4.7`, `course hint 4.7`
+"""Exercise 4.5: choosing the next token — greedy, temperature, top-k, top-p; 4.7: the
+repetition penalty."""
 
 from __future__ import annotations
 
@@ -32,6 +34,24 @@ def sample(logits: torch.Tensor, *, temperature: float = 1.0, top_k: int | None 
     raise NotImplementedError('Exercise 4.5: Sampling: greedy, temperature, top-k/p — see 04_kv_cache.ipynb')
 
 
+def apply_repetition_penalty(logits: torch.Tensor, context: torch.Tensor,
+                             penalty: float | torch.Tensor) -> torch.Tensor:
+    """The repetition penalty of CTRL (Keskar et al. 2019), as Hugging Face's
+    `RepetitionPenaltyLogitsProcessor` and vLLM apply it: new logits (B, V), `logits` (B, V)
+    floating not modified.
+
+    `context` (B, L) int64 (L may be 0): row b's token ids so far (prompt AND generated), entries < 0
+    are padding (ragged rows) and stand for no token. `penalty`: a number > 0, or a (B,)
+    tensor of them (one per row). For every token id t that occurs in context[b] (once or
+    ten times: the same), out[b, t] = logits[b, t] / penalty[b] if logits[b, t] > 0, else
+    logits[b, t] * penalty[b] (so a penalty > 1 makes a seen token less likely whatever its
+    sign; -inf stays -inf); every other entry is logits[b, t]. A penalty of 1 changes nothing.
+    The result has the dtype of `logits`. ValueError for a penalty <= 0 (or not finite), a
+    context that is not a (B, L) int64 tensor, an id >= V, or bad logits (as `sample`)."""
+    penalty = _check_penalty(logits, context, penalty)
+    raise NotImplementedError('Exercise 4.7: The repetition penalty (CTRL) — see 04_kv_cache.ipynb')
+
+
 def check_sampling(temperature, top_k, top_p) -> None:
     """ValueError naming the parameter unless temperature is a finite number >= 0, top_k None
     or an int >= 1, top_p None or a number in (0, 1]."""
@@ -54,3 +74,22 @@ def _check_logits(logits) -> None:
                       | set((logits == float("-inf")).all(dim=-1).nonzero().flatten().tolist()))
         raise ValueError(f"logits must be finite (or -inf for a masked token, with one finite per row); "
                          f"rows {rows[:8]} hold NaN, +inf or only -inf")
+
+
+def _check_penalty(logits, context, penalty) -> torch.Tensor:
+    """`penalty` as a (B,) float tensor on logits' device, after checking all three arguments."""
+    _check_logits(logits)
+    B, V = logits.shape
+    if not isinstance(context, torch.Tensor) or context.dim() != 2 or context.shape[0] != B \
+            or context.dtype != torch.int64:
+        raise ValueError(f"context must be a ({B}, L) int64 tensor of token ids, got "
+                         f"{getattr(context, 'shape', type(context).__name__)} {getattr(context, 'dtype', '')}")
+    if context.numel() and int(context.max()) >= V:
+        raise ValueError(f"context holds token id {int(context.max())}, outside the vocabulary 0..{V - 1}")
+    if isinstance(penalty, torch.Tensor):
+        if penalty.shape != (B,) or not bool(torch.isfinite(penalty).all()) or not bool((penalty > 0).all()):
+            raise ValueError(f"penalty must be a number > 0 or a ({B},) tensor of them, got {penalty!r:.80}")
+        return penalty.to(logits.device, torch.float32)
+    if not is_number(penalty) or penalty <= 0:
+        raise ValueError(f"penalty must be a finite number > 0 (1 = no penalty), got {penalty!r}")
+    return torch.full((B,), float(penalty), device=logits.device)

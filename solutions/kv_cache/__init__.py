@@ -5,13 +5,20 @@
     prealloc_cache.py   KVCache: preallocated buffers, written in place, read as views       4.3
     int8_cache.py       quantize_int8, dequantize_int8, QuantizedKVCache                     4.4
     sampling.py         sample: greedy, temperature, top-k, top-p (and check_sampling)       4.5
+                        apply_repetition_penalty: CTRL's penalty on the tokens seen      4.7
     generation.py       generate, with any cache or none; generate_alone, the oracle         4.6
+    weight_quant.py     quantize_int4, dequantize_int4, pack_int4, unpack_int4: INT4 groups  4.8
+    quant_linear.py     quantize_weight, QuantLinear, quantize_model, weight_bytes           4.9
+    calibrated_quant.py awq_search (AWQ, Lin et al. 2023), layer_inputs, awq_quantize        4.10
+    checkpoint_format.py given: save_safetensors, load_safetensors, read_safetensors
     base.py             given: CacheProtocol (what a cache offers), CacheFullError, _CacheBase
     demo.py             given: demo()
     options.py          given: CACHES, GenerationResult, generate's argument checks
 """
 
 from .attention import forward_cached
+from .calibrated_quant import awq_quantize, awq_search, layer_inputs
+from .checkpoint_format import load_safetensors, read_safetensors, save_safetensors
 from .base import CacheFullError, CacheProtocol, _CacheBase
 from .concat_cache import ConcatKVCache
 from .demo import demo
@@ -19,10 +26,15 @@ from .generation import generate, generate_alone
 from .int8_cache import QuantizedKVCache, dequantize_int8, quantize_int8
 from .options import CACHES, GenerationResult, check_generate
 from .prealloc_cache import KVCache
-from .sampling import check_sampling, sample
+from .quant_linear import QuantLinear, int8_kernel_available, quantize_model, quantize_weight, weight_bytes
+from .sampling import apply_repetition_penalty, check_sampling, sample
+from .weight_quant import dequantize_int4, pack_int4, quantize_int4, unpack_int4
 
 __all__ = [
     "forward_cached", "CacheFullError", "CacheProtocol", "_CacheBase", "ConcatKVCache", "KVCache",
     "QuantizedKVCache", "quantize_int8", "dequantize_int8", "sample", "check_sampling", "CACHES",
-    "GenerationResult", "check_generate", "generate", "generate_alone", "demo",
+    "apply_repetition_penalty", "GenerationResult", "check_generate", "generate", "generate_alone", "demo",
+    "quantize_int4", "dequantize_int4", "pack_int4", "unpack_int4", "quantize_weight", "QuantLinear",
+    "quantize_model", "weight_bytes", "int8_kernel_available", "awq_search", "layer_inputs", "awq_quantize",
+    "save_safetensors", "load_safetensors", "read_safetensors",
 ]

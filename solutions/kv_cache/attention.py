@@ -117,6 +117,15 @@ def _check_cached_call(model: GPT, idx: torch.Tensor, cache: CacheProtocol, rows
         if B > cache.batch:
             raise ValueError(f"batch of {B} sequences but the cache has {cache.batch} rows")
         rows = slice(0, B)
+    elif isinstance(rows, (list, tuple)) and all(type(r) is int for r in rows):
+        # host ints (an engine's slots): checked here, copied to the device once, no round trip
+        if len(rows) != B:
+            raise ValueError(f"rows must have one cache row per sequence, shape ({B},), got ({len(rows)},)")
+        if B and (min(rows) < 0 or max(rows) >= cache.batch):
+            raise ValueError(f"rows {list(rows)} are outside the cache's rows 0..{cache.batch - 1}")
+        if len(set(rows)) != B:
+            raise ValueError(f"rows must be distinct, got {list(rows)}")
+        rows = torch.tensor(rows, dtype=torch.long, device=cache.lengths.device)
     elif not isinstance(rows, slice):
         rows = torch.as_tensor(rows, dtype=torch.long, device=cache.lengths.device)
         if rows.shape != (B,):
@@ -127,7 +136,14 @@ def _check_cached_call(model: GPT, idx: torch.Tensor, cache: CacheProtocol, rows
             raise ValueError(f"rows must be distinct, got {rows.tolist()}")
     elif len(range(cache.batch)[rows]) != B:
         raise ValueError(f"rows {rows} selects {len(range(cache.batch)[rows])} cache rows for {B} sequences")
-    if n_new is not None:
+    if n_new is not None and isinstance(n_new, (list, tuple)) and len(n_new) == B and all(type(n) is int for n in n_new):
+        # host ints (an engine's chunk lengths): checked here, copied to the device once, no round trip
+        if B and (min(n_new) < 0 or max(n_new) > T):
+            raise ValueError(f"n_new must be in 0..{T} (the width of idx), got {list(n_new)}")
+        if all(n == T for n in n_new):
+            return rows, None  # no padding: the fast path
+        n_new = torch.tensor(n_new, dtype=torch.long, device=cache.lengths.device)
+    elif n_new is not None:
         n_new = torch.as_tensor(n_new, dtype=torch.long, device=cache.lengths.device)
         if n_new.shape != (B,):
             raise ValueError(f"n_new must have shape ({B},), got {tuple(n_new.shape)}")

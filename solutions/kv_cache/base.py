@@ -93,7 +93,11 @@ class _CacheBase:
         if rows is None:
             self.lengths.zero_()
             return
-        if not isinstance(rows, slice):
+        if isinstance(rows, (list, tuple)) and all(type(r) is int for r in rows):  # host ints: no device round trip
+            if rows and (min(rows) < 0 or max(rows) >= self.batch):
+                raise ValueError(f"rows {list(rows)} are outside the cache's rows 0..{self.batch - 1}")
+            rows = torch.tensor(rows, dtype=torch.long, device=self.device)
+        elif not isinstance(rows, slice):
             rows = torch.as_tensor(rows, dtype=torch.long, device=self.device)
             if rows.numel() and (int(rows.min()) < 0 or int(rows.max()) >= self.batch):
                 raise ValueError(f"rows {rows.tolist()} are outside the cache's rows 0..{self.batch - 1}")
