@@ -18,14 +18,21 @@ Four parts (ratios within one run; the machine is shared and noisy):
   prefix      24 requests = one shared 128-token prefix + a 8-24-token question, 16 new
               tokens each, Poisson 20/s: prefill tokens computed and TTFT, paged with and
               without prefix caching (and stage 05's engine).
-  gpu         Only where CUDA is available: the Triton decode kernel against paged_attention
-              and against scaled_dot_product_attention on contiguous K/V (fp16, 32 heads of
-              128, block size 16), medians of CUDA-synchronised timings.
+  gpu         Only where CUDA is available: the Triton decode kernels (6.5's textbook one and
+              6.9's split-K one) against paged_attention and against
+              scaled_dot_product_attention on contiguous K/V (fp16, 32 heads of 128, block
+              size 16, B = 1 / 8 / 32 / 128 rows of L = 512 / 2048 tokens), medians of
+              CUDA-synchronised timings, GB/s of K + V read, ratios to SDPA.
 
 Every engine here is checked to give every request the same tokens as stage 05's.
 
     COURSE_IMPL=solution python 06_paged_attention/bench.py [--quick] [--threads N] [--repeat N]
                          [--parts memory,decode,prefix,gpu] [--json FILE] [--plot FILE]
+                         [--device cpu|cuda] [--dtype float32|float16|bfloat16]
+
+--device / --dtype (solutions/device.py) put the default model of the memory, decode and
+prefix parts on that device in that dtype (the KV pools follow it); the gpu part always
+runs on CUDA in fp16.
 """
 
 from __future__ import annotations
@@ -43,6 +50,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from anywher
 import course  # noqa: E402
 from course.benchmark import Report, bench_args, fmt_seconds, measure  # noqa: E402
 from solutions.batching import ContinuousBatching, Engine, default_model, replay  # noqa: E402
+from solutions.device import add_device_arguments, device_or_exit, dtype_name  # noqa: E402
 from solutions.kv_cache import KVCache, forward_cached  # noqa: E402
 from solutions.tokenizer import ByteTokenizer  # noqa: E402
 from solutions.workload import Trace, TraceRequest, make_trace  # noqa: E402
@@ -198,12 +206,13 @@ def part_decode(model, rep: Report, args) -> dict:
     class ViewOnly(p.PagedKVCache):
         attend = None
 
+    device = model.transformer.wte.weight.device
     for B in (1, 8, 32):
-        prompt = torch.randint(0, 256, (B, L))
+        prompt = torch.randint(0, 256, (B, L)).to(device)
         caches = {"contiguous": KVCache.for_model(model, B, max_len=MAX_LEN),
                   "paged attend": p.PagedKVCache.for_model(model, B, max_len=MAX_LEN, block_size=16),
                   "paged view (dense gather)": ViewOnly.for_model(model, B, max_len=MAX_LEN, block_size=16)}
-        tok = torch.randint(0, 256, (B, 1))
+        tok = torch.randint(0, 256, (B, 1)).to(device)
         logits = {}
         for cache in caches.values():
             forward_cached(model, prompt, cache)
@@ -211,6 +220,8 @@ def part_decode(model, rep: Report, args) -> dict:
         def step(cache):
             y = forward_cached(model, tok, cache)
             cache.lengths -= 1  # the same step again next time (its block stays allocated)
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)  # the time of the work, not of queueing it
             return y
 
         times = {name: [] for name in caches}
@@ -273,11 +284,21 @@ def part_gpu(rep: Report, args) -> dict:
     import torch.nn.functional as F
 
     if not torch.cuda.is_available():
-        print("gpu: no CUDA device here; skipped", flush=True)
+        print("gpu: no CUDA device here; the GPU part (6.5's kernel, 6.9's split kernel, paged_attention, SDPA) "
+              "is skipped", flush=True)
         return {}
     dev, dt, H, D, bs = "cuda", torch.float16, 32, 128, 16
     out = {}
     name = torch.cuda.get_device_name()
+    kernels = {"triton paged decode": p.paged_decode_triton, "triton split-K decode (6.9)": p.paged_decode_split}
+    for kname, kernel in list(kernels.items()):  # the learner's package may not have them yet
+        try:
+            one = torch.zeros(1, bs, H, D, device=dev, dtype=dt)
+            kernel(torch.zeros(1, H, 1, D, device=dev, dtype=dt), one, one, torch.zeros(1, 1, dtype=torch.long,
+                   device=dev), torch.zeros(1, 1, dtype=torch.long, device=dev))
+        except NotImplementedError as e:
+            print(f"gpu: {kname} skipped ({e})", flush=True)
+            del kernels[kname]
     for L in (512, 2048):
         for B in (1, 8, 32, 128):
             nb = B * L // bs
@@ -288,9 +309,10 @@ def part_gpu(rep: Report, args) -> dict:
             q_pos = torch.full((B, 1), L - 1, device=dev)
             K = k_pool[tables].view(B, L, H, D).transpose(1, 2).contiguous()
             V = v_pool[tables].view(B, L, H, D).transpose(1, 2).contiguous()
-            fns = {"triton paged decode": lambda: p.paged_decode_triton(q, k_pool, v_pool, tables, q_pos),
-                   "paged_attention (PyTorch)": lambda: p.paged_attention(q, k_pool, v_pool, tables, q_pos),
-                   "sdpa, contiguous K/V": lambda: F.scaled_dot_product_attention(q, K, V)}
+            fns = {kname: (lambda kernel=kernel: kernel(q, k_pool, v_pool, tables, q_pos))
+                   for kname, kernel in kernels.items()}
+            fns["paged_attention (PyTorch)"] = lambda: p.paged_attention(q, k_pool, v_pool, tables, q_pos)
+            fns["sdpa, contiguous K/V"] = lambda: F.scaled_dot_product_attention(q, K, V)
             ref = fns["sdpa, contiguous K/V"]().float()
             med = {}
             for fname, fn in fns.items():
@@ -308,12 +330,21 @@ def part_gpu(rep: Report, args) -> dict:
                 rep.rows[-len(fns) + list(fns).index(fname)]["x_sdpa"] = round(med[fname] / med["sdpa, contiguous K/V"], 2)
             out[(B, L)] = med
             del k_pool, v_pool, K, V
+    split = "triton split-K decode (6.9)"
+    if split in kernels:  # issue 19's aim: <= 1.25x SDPA at every (B, L), <= 1.5x at B = 1, L = 2048
+        ratios = {bl: med[split] / med["sdpa, contiguous K/V"] for bl, med in out.items()}
+        worst = max(ratios, key=ratios.get)
+        print(f"split-K kernel / SDPA on contiguous K/V: {min(ratios.values()):.2f}x to {ratios[worst]:.2f}x "
+              f"(worst at B={worst[0]}, L={worst[1]}); aim <= 1.25x everywhere: "
+              f"{'met' if ratios[worst] <= 1.25 else 'NOT met'}; at B=1, L=2048 {ratios[(1, 2048)]:.2f}x (aim <= 1.5x)")
     return {f"{b}x{l}": v for (b, l), v in out.items()}
 
 
 def main() -> None:
-    args = bench_args("Stage 06: paged vs contiguous KV memory", extra=lambda a: a.add_argument(
-        "--parts", default=",".join(PARTS), help=f"comma-separated subset of {','.join(PARTS)}"))
+    args = bench_args("Stage 06: paged vs contiguous KV memory", extra=lambda a: (a.add_argument(
+        "--parts", default=",".join(PARTS), help=f"comma-separated subset of {','.join(PARTS)}"),
+        add_device_arguments(a)))
+    device, dtype = device_or_exit(args)
     parts = [x.strip() for x in args.parts.split(",") if x.strip()]
     bad = [x for x in parts if x not in PARTS]
     if bad or not parts:
@@ -324,8 +355,9 @@ def main() -> None:
     reps = {part: Report("06_paged_attention") for part in parts}
     results: dict = {}
     if any(x in parts for x in ("memory", "decode", "prefix")):
-        model, what = default_model()
-        print(f"model: {what}; torch threads {torch.get_num_threads()}; repeat {args.repeat}", flush=True)
+        model, what = default_model(device, dtype)
+        print(f"model: {what} ({device}, {dtype_name(dtype)}); torch threads {torch.get_num_threads()}; "
+              f"repeat {args.repeat}", flush=True)
         t0 = time.perf_counter()
         if "memory" in parts:
             results["memory"] = part_memory(model, reps["memory"], args)

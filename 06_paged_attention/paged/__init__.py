@@ -14,6 +14,7 @@ The files, in exercise order (the lesson is 06_paged_attention.ipynb):
     block_manager.py  BlockManager: what requests cost the scheduler, in blocks        6.8
     engine.py         PagedEngine: stage 05's engine on paged memory                   given
     demo.py           demo()                                                           given
+    triton_split_decode.py  going further: paged_decode_split, split-K decode          6.9
 """
 
 from solutions.kv_cache import CacheFullError
@@ -28,8 +29,10 @@ from .engine import PagedEngine
 from .fork import CopyOnWrite, ParallelSampling
 from .prefix import PrefixIndex, PrefixSharing, hash_block
 from .triton_decode import HAS_TRITON, paged_decode_triton, triton_interpreting
+from .triton_split_decode import SplitPlan, paged_decode_split, split_plan
 
 __all__ = [
     "CacheFullError", "BlockAllocator", "blocks_needed", "slot_mapping", "PagedKVCache", "paged_attention",
     "paged_decode_triton", "HAS_TRITON", "triton_interpreting", "hash_block", "BlockManager", "PagedEngine", "demo",
+    "paged_decode_split", "split_plan", "SplitPlan",
 ]

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import time
 
+import torch
+
 from solutions.batching import ContinuousBatching, Engine, default_model
 from solutions.gpt import on_one_thread
 from solutions.kv_cache import generate
@@ -14,13 +16,14 @@ from .engine import PagedEngine
 
 
 @on_one_thread
-def demo() -> None:
-    """Serve requests sharing a system prompt on paged memory; print utilisation and hits."""
+def demo(device: str | torch.device = "cpu", dtype: torch.dtype = torch.float32) -> None:
+    """Serve requests sharing a system prompt on paged memory (the model on `device`, in
+    `dtype`); print utilisation and hits."""
     from solutions.batching import ManualClock, replay
     from solutions.tokenizer import ByteTokenizer
     from solutions.workload import Trace, TraceRequest
 
-    model, what = default_model()
+    model, what = default_model(device, dtype)
     tok = ByteTokenizer()
     system = tok.encode("# You are a careful Python programmer. Answer with code only.\n")
     tasks = ["def fibonacci(n):\n", "import os\n", "class Stack:\n    def push(self", "def read_lines(path):\n",

@@ -67,7 +67,7 @@ def paged_decode_triton(q: torch.Tensor, k_pool: torch.Tensor, v_pool: torch.Ten
 
 # -- given: compiling or interpreting the kernel
 
-_KERNELS: dict[bool, object] = {}
+_KERNELS: dict[tuple[object, bool], object] = {}
 
 
 def triton_interpreting() -> bool:
@@ -84,19 +84,22 @@ def triton_interpreting() -> bool:
     return not isinstance(tl.zeros, JITFunction)
 
 
-def _kernel():
-    """The kernel: compiled for the GPU (`triton.jit`), or interpreted on the CPU."""
+def _kernel(fn=None):
+    """A kernel function (default: this file's `_paged_decode_kernel`; 6.9's kernels come
+    here too): compiled for the GPU (`triton.jit`), or interpreted on the CPU; made once."""
+    fn = _paged_decode_kernel if fn is None else fn
     interpret = triton_interpreting()
-    if interpret not in _KERNELS:
+    key = (fn, interpret)
+    if key not in _KERNELS:
         if interpret:
             from triton.runtime.interpreter import InterpretedFunction
 
-            _KERNELS[interpret] = InterpretedFunction(_paged_decode_kernel)
+            _KERNELS[key] = InterpretedFunction(fn)
         else:  # triton.jit follows TRITON_INTERPRET as it is now: compile whatever it says
             saved = os.environ.pop("TRITON_INTERPRET", None)
             try:
-                _KERNELS[interpret] = triton.jit(_paged_decode_kernel)
+                _KERNELS[key] = triton.jit(fn)
             finally:
                 if saved is not None:
                     os.environ["TRITON_INTERPRET"] = saved
-    return _KERNELS[interpret]
+    return _KERNELS[key]

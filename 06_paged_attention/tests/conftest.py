@@ -30,13 +30,16 @@ CONTEXT = 48
 
 
 def pytest_collection_finish(session):
-    """Start exercise 6.5's interpreter run (a fresh process) as soon as the tests are
-    collected, when any of its cases is selected: see `_RUN` in test_paged_triton.py."""
+    """Start the interpreter runs of exercises 6.5 and 6.9 (a fresh process each) as soon
+    as the tests are collected, for each module with a selected case: see `SharedRun` in
+    test_paged_triton.py."""
+    started = set()
     for item in session.items:
-        start = getattr(getattr(item, "module", None), "start_interpreted_early", None)
-        if start is not None and "interpreted" in getattr(item, "fixturenames", ()):
+        module = getattr(item, "module", None)
+        start = getattr(module, "start_interpreted_early", None)
+        if start is not None and module not in started and "interpreted" in getattr(item, "fixturenames", ()):
+            started.add(module)
             start()
-            return
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -30,16 +30,17 @@ import triton_cases  # noqa: E402
 needs_triton = pytest.mark.skipif(not p.HAS_TRITON, reason="triton is not installed (it installs on Linux x86-64 only)")
 
 
-def start_interpreted(cases=None) -> subprocess.Popen:
-    """Start the cases (default: triton_cases.CASES) under TRITON_INTERPRET=1 in a fresh process."""
+def start_interpreted(cases=None, module=triton_cases) -> subprocess.Popen:
+    """Start the cases (default: module.CASES; the module: triton_cases, or split_cases for
+    6.9) under TRITON_INTERPRET=1 in a fresh process."""
     env = dict(os.environ, TRITON_INTERPRET="1", COURSE_IMPL=loader.current_impl(), OMP_NUM_THREADS="1")
     argv = [] if cases is None else [json.dumps(cases)]
-    return subprocess.Popen([sys.executable, str(HERE / "triton_cases.py"), *argv], stdout=subprocess.PIPE,
+    return subprocess.Popen([sys.executable, str(module.__file__), *argv], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True, env=env,
                             cwd=str(loader.root()))
 
 
-def finish_interpreted(proc: subprocess.Popen, cases=None) -> dict[str, dict]:
+def finish_interpreted(proc: subprocess.Popen, cases=None, module=triton_cases) -> dict[str, dict]:
     """Wait for a run `start_interpreted` began; its result rows by case name. A run that
     crashed or left a case out fails here, naming the missing cases (not a KeyError later)."""
     try:
@@ -53,59 +54,66 @@ def finish_interpreted(proc: subprocess.Popen, cases=None) -> dict[str, dict]:
         if line.startswith("{"):
             row = json.loads(line)
             results[row["case"]] = row
-    missing = [c[0] for c in (triton_cases.CASES if cases is None else cases) if c[0] not in results]
-    if missing or (proc.returncode != 0 and (cases is not None or triton_cases.BIG in results)):
+    missing = [c[0] for c in (module.CASES if cases is None else cases) if c[0] not in results]
+    if missing or (proc.returncode != 0 and (cases is not None or module.BIG in results)):
         pytest.fail(f"the interpreter run ended with exit {proc.returncode} without a result for "
                     f"{missing or 'no case'}:\n{err[-3000:]}")
-    if cases is None and triton_cases.BIG not in results:  # the last case crashed the process
-        results[triton_cases.BIG] = {"case": triton_cases.BIG, "crashed": f"exit {proc.returncode}",
-                                     "trace": err[-2000:]}
+    if cases is None and module.BIG not in results:  # the last case crashed the process
+        results[module.BIG] = {"case": module.BIG, "crashed": f"exit {proc.returncode}", "trace": err[-2000:]}
     return results
 
 
-def run_interpreted(cases=None) -> dict[str, dict]:
-    """Run cases (default: triton_cases.CASES) under TRITON_INTERPRET=1 in a fresh process."""
-    return finish_interpreted(start_interpreted(cases), cases)
+def run_interpreted(cases=None, module=triton_cases) -> dict[str, dict]:
+    """Run cases (default: module.CASES) under TRITON_INTERPRET=1 in a fresh process."""
+    return finish_interpreted(start_interpreted(cases, module), cases, module)
 
 
-#: The module's one interpreter run: started when the tests are collected (the stage's
-#: conftest calls `start_interpreted_early`), so that its start-up (importing torch and
-#: triton: ~2 s, far more on a loaded machine) overlaps the other tests instead of being
-#: charged to the first case's time limit; and its outcome, failure included, is shared by
-#: every case. (A fixture interrupted by the per-test time limit is not cached by pytest:
-#: each later case would start the run again under a fresh limit, so which cases failed
-#: depended on the machine's load.)
-_RUN: dict[str, object] = {}
+class SharedRun:
+    """A module's one interpreter run of `module`'s cases: started when the tests are
+    collected (the stage's conftest calls the module's `start_interpreted_early`), so that
+    its start-up (importing torch and triton: ~2 s, far more on a loaded machine) overlaps
+    the other tests instead of being charged to the first case's time limit; and its
+    outcome, failure included, is shared by every case. (A fixture interrupted by the
+    per-test time limit is not cached by pytest: each later case would start the run again
+    under a fresh limit, so which cases failed depended on the machine's load.)"""
+
+    def __init__(self, module=triton_cases):
+        self.module, self.state = module, {}
+
+    def start_early(self) -> None:
+        if "proc" not in self.state and p.HAS_TRITON:
+            self.state["proc"] = start_interpreted(module=self.module)
+            atexit.register(self.stop)
+
+    def stop(self) -> None:
+        proc = self.state.get("proc")
+        if isinstance(proc, subprocess.Popen) and proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+    def results(self) -> dict[str, dict]:
+        if "failed" in self.state:
+            pytest.fail(f"the shared interpreter run failed earlier: {self.state['failed']}")
+        if "results" not in self.state:
+            if "proc" not in self.state:
+                self.state["proc"] = start_interpreted(module=self.module)
+            try:
+                self.state["results"] = finish_interpreted(self.state["proc"], module=self.module)
+            except BaseException as e:  # a failure, or the time limit's alarm: every case reports it
+                self.stop()
+                self.state["failed"] = f"{type(e).__name__}: {e}"
+                raise
+        return self.state["results"]
 
 
-def start_interpreted_early() -> None:
-    if "proc" not in _RUN and p.HAS_TRITON:
-        _RUN["proc"] = start_interpreted()
-        atexit.register(_stop_early_run)
-
-
-def _stop_early_run() -> None:
-    proc = _RUN.get("proc")
-    if isinstance(proc, subprocess.Popen) and proc.poll() is None:
-        proc.kill()
-        proc.wait()
+_RUN = SharedRun()
+start_interpreted_early = _RUN.start_early
 
 
 @pytest.fixture(scope="module")
 def interpreted() -> dict[str, dict]:
     """Every case of triton_cases.py, run in the interpreter once for the module."""
-    if "failed" in _RUN:
-        pytest.fail(f"the shared interpreter run failed earlier: {_RUN['failed']}")
-    if "results" not in _RUN:
-        if "proc" not in _RUN:
-            _RUN["proc"] = start_interpreted()
-        try:
-            _RUN["results"] = finish_interpreted(_RUN["proc"])
-        except BaseException as e:  # a failure, or the time limit's alarm: every case reports it
-            _stop_early_run()
-            _RUN["failed"] = f"{type(e).__name__}: {e}"
-            raise
-    return _RUN["results"]
+    return _RUN.results()
 
 
 def check(row: dict, atol: float) -> None:
@@ -133,7 +141,11 @@ WIDEN = ("block ids must be widened to int64 before they multiply the block stri
 def test_kernel_widens_block_ids_past_int32_offsets_in_the_interpreter(interpreted):
     """A float16 pool of 2**31 + 64 elements (4 GiB of address space, a few pages of it
     touched) read through an int32 block table: the last block's offset passes 2**31."""
-    row = interpreted[triton_cases.BIG]
+    check_big(interpreted[triton_cases.BIG])
+
+
+def check_big(row: dict) -> None:
+    """The case `BIG`'s row (of triton_cases or split_cases) holds the right answer."""
     if "unavailable" in row:
         pytest.skip(row["unavailable"])
     if "crashed" in row:

@@ -83,13 +83,14 @@ def big_pool(device="cpu"):
     return q, pool, tables, q_pos, want
 
 
-def run_big_case(p, device="cpu") -> dict:
+def run_big_case(p, device="cpu", kernel: str = "paged_decode_triton") -> dict:
+    """The case BIG through `p.<kernel>` (6.5's, or 6.9's `paged_decode_split`)."""
     try:
         made = big_pool(device)
         if isinstance(made, str):
             return {"case": BIG, "unavailable": made}
         q, pool, tables, q_pos, want = made
-        got = p.paged_decode_triton(q, pool, pool, tables, q_pos)
+        got = getattr(p, kernel)(q, pool, pool, tables, q_pos)
         return {"case": BIG, "shape": list(got.shape), "finite": bool(torch.isfinite(got).all()),
                 "max_err": float((got.float() - want).abs().max())}
     except Exception as e:
@@ -108,13 +109,18 @@ def run_case(p, case, device="cpu", dtype=torch.float32) -> dict:
         return {"case": name, "error": f"{type(e).__name__}: {e}", "trace": traceback.format_exc()[-2000:]}
 
 
-if __name__ == "__main__":
+def main(default_cases=CASES, run=run_case, kernel: str = "paged_decode_triton") -> None:
+    """Print one JSON row per case (argv[1]: other cases, as JSON), then BIG's when none are given."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
     import course
 
     p = course.load("paged")
-    cases = [tuple(c) for c in json.loads(sys.argv[1])] if len(sys.argv) > 1 else CASES  # argv: other cases
+    cases = [tuple(c) for c in json.loads(sys.argv[1])] if len(sys.argv) > 1 else default_cases  # argv: other cases
     for case in cases:
-        print(json.dumps(run_case(p, case)), flush=True)
+        print(json.dumps(run(p, case)), flush=True)
     if len(sys.argv) == 1:  # last: a wrong offset may crash the process (the rows above are out)
-        print(json.dumps(run_big_case(p)), flush=True)
+        print(json.dumps(run_big_case(p, kernel=kernel)), flush=True)
+
+
+if __name__ == "__main__":
+    main()
