@@ -29,7 +29,11 @@ admission >= 1.5x goodput without; HTTP TTFT <= 1.2x the engine's offline TTFT a
 load (0.25x saturation).
 
     python 07_serving/bench.py [--quick] [--requests N] [--num-blocks B] [--max-queue-tokens T]
-                               [--json FILE] [--plot FILE]
+                               [--json FILE] [--plot FILE] [--device cpu|cuda]
+                               [--dtype float32|float16|bfloat16]
+
+--device / --dtype (solutions/device.py): the servers (`--device D --dtype T`) and the
+offline engine run the model there, in that dtype.
 """
 
 from __future__ import annotations
@@ -53,8 +57,10 @@ sys.path.insert(0, str(ROOT))  # run from anywhere in the repo
 
 from course.benchmark import Report, bench_args  # noqa: E402
 from solutions.batching import ContinuousBatching, percentile, replay, request_metrics  # noqa: E402
+from solutions.device import add_device_arguments, device_or_exit, dtype_name  # noqa: E402
 from solutions.gpt import load_default  # noqa: E402
 from solutions.paged import PagedEngine  # noqa: E402
+from solutions.server.serve import wait_until_healthy  # noqa: E402
 from solutions.tokenizer import EOT, ByteTokenizer  # noqa: E402
 from solutions.workload import make_trace  # noqa: E402
 
@@ -87,16 +93,9 @@ class ServerProcess:
                "--max-batch-size", str(BATCH), "--grace", "5", *args]
         self.proc = subprocess.Popen(cmd, cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)),
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        end = time.monotonic() + 90
-        while True:
-            try:
-                if httpx.get(f"{self.url}/health", timeout=1).status_code == 200:
-                    return
-            except httpx.TransportError:
-                pass
-            if self.proc.poll() is not None or time.monotonic() > end:
-                self.close()
-                raise RuntimeError(f"the server did not start: {' '.join(cmd)}")
+        if not wait_until_healthy(self.url, self.proc, timeout=90):
+            self.close()
+            raise RuntimeError(f"the server did not start: {' '.join(cmd)}")
             time.sleep(0.2)
 
     def new_lines(self) -> list[dict]:
@@ -183,20 +182,24 @@ def main() -> None:
         p.add_argument("--max-queue-tokens", type=int, default=0, help="admission: queue bound beyond memory")
         p.add_argument("--ttft-target-ms", type=float, default=None, help="goodput target (default 5x idle)")
         p.add_argument("--factors", default="0.25,0.5,1,1.5,2", help="rates, as multiples of saturation")
+        add_device_arguments(p)
 
     args = bench_args("Stage 07: serving under load, with and without admission control", extra=extra)
+    device, dtype = device_or_exit(args)
+    on = ("--device", str(device), "--dtype", dtype_name(dtype))
     if args.threads != 1:
         print("note: the server and the offline engine both run on 1 torch thread; --threads is ignored")
     torch.set_num_threads(1)
     n = 60 if args.quick else args.requests
     factors = [float(f) for f in args.factors.split(",")]
-    model, _ = load_default()
+    model, _ = load_default(device=device, dtype=dtype)
     src = source_tokens()
 
     tmp = tempfile.TemporaryDirectory(prefix="bench07-")
     servers = {"admission": ServerProcess("--num-blocks", str(args.num_blocks), "--max-queue-tokens",
-                                          str(args.max_queue_tokens), log_dir=tmp.name),
-               "no admission": ServerProcess("--num-blocks", str(args.num_blocks), "--no-admission",
+                                          str(args.max_queue_tokens), "--max-queue-wait", "0",  # the fixed bound
+                                          *on, log_dir=tmp.name),
+               "no admission": ServerProcess("--num-blocks", str(args.num_blocks), "--no-admission", *on,
                                              log_dir=tmp.name)}
     results: dict = {"runs": {}}
     try:

@@ -53,6 +53,13 @@ def _usage(prompt: int, completion: int) -> dict:
     return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
 
 
+def _whole(g, finished: int) -> int:
+    """`finished` of a job's `g.num_choices` choices, as `stream_closed` (7.4) counts them,
+    out of `g.n`: a batch of prompts is complete (n) only when every choice of every
+    prompt has finished; cut short, it counts fewer than n."""
+    return g.n if finished >= g.num_choices else min(finished, g.n - 1)
+
+
 async def _stream_events(state: ServerState, job: Job, first: list[tuple]) -> AsyncIterator[bytes]:
     """The SSE body of a streaming job: `first` (already received), then events until
     every choice has finished; an error becomes an event, then [DONE]. If the client goes
@@ -77,28 +84,43 @@ async def _stream_events(state: ServerState, job: Job, first: list[tuple]) -> As
                 else:
                     finished[index] = (ev[3], ev[4])
                     yield sse(_chunk(job, [_choice(job, index, None, ev[2])]))
-            if len(finished) == g.n:
+            if len(finished) == g.num_choices:
                 if g.include_usage:
-                    prompt = next(iter(finished.values()))[0]
+                    prompt = sum(len(p) for p in g.batch)
                     yield sse(_chunk(job, [], _usage(prompt, sum(c for _, c in finished.values()))))
                 yield sse("[DONE]")
                 return
             events = await job.stream.get_batch()
     finally:
         try:
-            stream_closed(state, job, len(finished))
+            stream_closed(state, job, _whole(g, len(finished)))
         finally:
             state.jobs.pop(job.id, None)
 
 
+def _require_json(request: HTTPRequest) -> None:
+    """A 415 unless the body is declared JSON: `Content-Type: application/json` (any
+    parameters, e.g. `; charset=utf-8`; also `application/<x>+json`, as FastAPI accepts).
+    A browser may POST `text/plain` (or a form) to any origin without a CORS preflight:
+    served, that would let any web page make a local server generate."""
+    declared = request.headers.get("content-type", "")
+    media = declared.split(";", 1)[0].strip().lower()
+    main, _, sub = media.partition("/")
+    if main != "application" or not (sub == "json" or sub.endswith("+json")):
+        got = f"got {declared!r}" if declared else "none was given"
+        raise APIError(415, f"the request body must be declared JSON (Content-Type: application/json); {got}",
+                       code="unsupported_media_type")
+
+
 async def _generate(request: HTTPRequest, state: ServerState, kind: str) -> Response:
+    _require_json(request)
     raw = await _read_body(request, state.config.max_body_bytes)
     try:
         body = json.loads(raw)
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise bad(f"the request body is not valid JSON: {e}", code="invalid_json") from None
     gen = parse_request(body, kind, state.limits, state.tokenizer)
-    ticket = state.admission.admit(len(gen.prompt_ids), gen.max_tokens, gen.n)
+    ticket = state.admission.admit_batch([len(p) for p in gen.batch], gen.max_tokens, gen.n)
     prefix = "cmpl" if kind == "completion" else "chatcmpl"
     job = Job(f"{prefix}-{uuid.uuid4().hex[:24]}", gen, TokenStream(asyncio.get_running_loop()), ticket,
               arrival=state.engine.clock())
@@ -130,7 +152,7 @@ async def _generate(request: HTTPRequest, state: ServerState, kind: str) -> Resp
 async def _collect(state: ServerState, job: Job, events: list[tuple], gone: asyncio.Future) -> Response:
     """A non-streaming answer: gather every choice's text, racing the client's departure."""
     g = job.gen
-    texts = [""] * g.n
+    texts = [""] * g.num_choices
     finished: dict[int, tuple[str, int, int]] = {}
     while True:
         for ev in events:
@@ -140,21 +162,20 @@ async def _collect(state: ServerState, job: Job, events: list[tuple], gone: asyn
                 texts[ev[1]] += ev[2]
             else:
                 finished[ev[1]] = (ev[2], ev[3], ev[4])
-        if len(finished) == g.n:
+        if len(finished) == g.num_choices:
             break
         events = await next_events(job.stream, gone)
         if events is None:
             state.abort(job, "disconnect")
             return Response(status_code=499)
-    prompt = next(iter(finished.values()))[1]
-    usage = _usage(prompt, sum(c for _, _, c in finished.values()))
+    usage = _usage(sum(len(p) for p in g.batch), sum(c for _, _, c in finished.values()))
     if g.kind == "completion":
         choices = [{"index": i, "text": texts[i], "logprobs": None, "finish_reason": finished[i][0]}
-                   for i in range(g.n)]
+                   for i in range(g.num_choices)]
         obj = "text_completion"
     else:
         choices = [{"index": i, "message": {"role": "assistant", "content": texts[i]}, "logprobs": None,
-                    "finish_reason": finished[i][0]} for i in range(g.n)]
+                    "finish_reason": finished[i][0]} for i in range(g.num_choices)]
         obj = "chat.completion"
     return JSONResponse({"id": job.id, "object": obj, "created": job.created, "model": g.model,
                          "choices": choices, "usage": usage})

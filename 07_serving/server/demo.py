@@ -7,6 +7,8 @@ from __future__ import annotations
 import sys
 import time
 
+import torch
+
 from solutions.gpt import on_one_thread
 from solutions.tokenizer import ByteTokenizer
 
@@ -17,10 +19,10 @@ from .state import ServerConfig
 
 
 @on_one_thread
-def demo() -> None:
+def demo(device: str | torch.device = "cpu", dtype: torch.dtype = torch.float32) -> None:
     """Start the server on an ephemeral loopback port, send concurrent streaming requests
     with the unmodified `openai` client (sampled, seeded: temperature 0.8, top_p 0.95),
-    print the answers and a metrics excerpt, stop."""
+    print the answers and a metrics excerpt, stop. The model runs on `device` in `dtype`."""
     from concurrent.futures import ThreadPoolExecutor
 
     import openai
@@ -30,7 +32,7 @@ def demo() -> None:
     switch = sys.getswitchinterval()
     sys.setswitchinterval(0.0005)  # as the CLI does: the engine thread and the event loop share the GIL
     try:
-        model, what = default_model()
+        model, what = default_model(device, dtype)
         handle = serve_in_thread(make_engine(model, max_batch_size=8), ByteTokenizer(), ServerConfig())
         print(f"serving {what} at {handle.url}/v1 (OpenAI-compatible; 1 torch thread)")
         client = openai.OpenAI(base_url=f"{handle.url}/v1", api_key="demo", max_retries=0, timeout=30)

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import queue
 import threading
@@ -82,7 +83,8 @@ class EngineLoop:
     ("abort", job_id, reason). Between steps it applies them, aborts requests past their
     deadlines (7.3), runs one `engine.step()`, turns tokens into text and pushes them to
     each job's TokenStream (7.5), and retires finished sequences: log line and metrics
-    (7.6), `forget` (flat memory), the admission ticket released (7.2).
+    (7.6), `forget` (flat memory), the admission ticket released (7.2) and counted as
+    served (the service rate the admission queue is sized by).
     """
 
     def __init__(self, engine: Engine, tokenizer: ByteTokenizer, state: ServerState):
@@ -151,30 +153,38 @@ class EngineLoop:
                 return
 
     def _add(self, job: Job) -> None:
+        """Queue a job's sequences, all in this one command (so they are scheduled together):
+        for each prompt p of its batch, n sequences, choice indices p * n + j."""
         g = job.gen
-        sampling = SamplingParams(temperature=g.temperature, top_p=g.top_p, seed=g.seed)
+        sampling = SamplingParams(temperature=g.temperature, top_p=g.top_p, seed=g.seed,
+                                  repetition_penalty=g.repetition_penalty, min_tokens=g.min_tokens,
+                                  ignore_eos=g.ignore_eos)
+        self.jobs[job.id] = job
         try:
-            base = Request(list(g.prompt_ids), g.max_tokens, sampling=sampling, stop=[EOT], request_id=job.id)
-            if g.n > 1 and hasattr(self.engine, "add_forked"):
-                base.arrival = job.arrival
-                requests = self.engine.add_forked(base, g.n)
-            elif g.n > 1:  # stage 05's engine cannot share a prompt: n independent copies
-                requests = []
-                for i in range(g.n):
-                    s = SamplingParams(temperature=g.temperature, top_p=g.top_p,
-                                       seed=None if g.seed is None else g.seed + i)
-                    r = Request(list(g.prompt_ids), g.max_tokens, sampling=s, stop=[EOT], request_id=f"{job.id}-{i}")
-                    requests.append(self.engine.add_request(r, arrival=job.arrival))
-            else:
-                requests = [self.engine.add_request(base, arrival=job.arrival)]
+            for p, prompt in enumerate(g.batch):
+                rid = job.id if len(g.batch) == 1 else f"{job.id}-p{p}"
+                for j, r in enumerate(self._queue(job, rid, list(prompt), sampling)):
+                    seq = _Seq(job, p * g.n + j, r, Detokenizer(g.stop))
+                    job.seqs[r.request_id] = seq
+                    self.seqs[r.request_id] = seq
         except ValueError as e:
             self._fail(job, APIError(400, str(e)))
-            return
-        self.jobs[job.id] = job
-        for i, r in enumerate(requests):
-            seq = _Seq(job, i, r, Detokenizer(g.stop))
-            job.seqs[r.request_id] = seq
-            self.seqs[r.request_id] = seq
+
+    def _queue(self, job: Job, rid: str, prompt: list[int], sampling: SamplingParams) -> list[Request]:
+        """The engine requests of one prompt: n sequences (forked where the engine can)."""
+        g = job.gen
+        base = Request(prompt, g.max_tokens, sampling=sampling, stop=[EOT], request_id=rid)
+        if g.n > 1 and hasattr(self.engine, "add_forked"):
+            base.arrival = job.arrival
+            return self.engine.add_forked(base, g.n)
+        if g.n > 1:  # stage 05's engine cannot share a prompt: n independent copies
+            requests = []
+            for i in range(g.n):
+                s = dataclasses.replace(sampling, seed=None if g.seed is None else g.seed + i)
+                r = Request(prompt, g.max_tokens, sampling=s, stop=[EOT], request_id=f"{rid}-{i}")
+                requests.append(self.engine.add_request(r, arrival=job.arrival))
+            return requests
+        return [self.engine.add_request(base, arrival=job.arrival)]
 
     def _check_deadlines(self) -> None:
         cfg, now = self.state.config, self.engine.clock()
@@ -226,7 +236,7 @@ class EngineLoop:
         self.jobs.pop(job.id, None)
         if not job.done:
             job.done = True
-            self.state.admission.release(job.ticket)
+            self.state.admission.served(job.ticket)   # released, and counted in the service rate
             # a handler normally forgets its job itself; this covers one whose client left
             # before its response even started
             with contextlib.suppress(RuntimeError):

@@ -39,7 +39,8 @@ def bad(message: str, param: str | None = None, code: str | None = None) -> APIE
 class Limits:
     """What the server accepts: the model's context (prompt + max_tokens), its vocabulary,
     the most choices per request (`max_n`) and stop strings (`max_stop`), the model names
-    it answers to, and /v1/completions' default `max_tokens`."""
+    it answers to, /v1/completions' default `max_tokens` and the most prompts it takes in
+    one request (`max_prompts`)."""
 
     context: int
     vocab_size: int = 257
@@ -47,6 +48,7 @@ class Limits:
     max_stop: int = 4
     models: tuple[str, ...] = (MODEL_NAME,)
     default_max_tokens: int = 16  # OpenAI's default for /v1/completions
+    max_prompts: int = 64         # prompts in one /v1/completions request (a list of prompts)
 
 
 @dataclass(frozen=True)
@@ -65,6 +67,20 @@ class GenerationRequest:
     seed: int | None = None
     stream: bool = False
     include_usage: bool = False
+    repetition_penalty: float = 1.0   # vLLM's sampling extras: 1.0, False, 0 change nothing
+    ignore_eos: bool = False
+    min_tokens: int = 0
+    prompts: tuple[tuple[int, ...], ...] = ()   # a completion's batch of prompts; () = just prompt_ids
+
+    @property
+    def batch(self) -> tuple[tuple[int, ...], ...]:
+        """Every prompt of the request, in order: `prompts`, or the one `prompt_ids`. Choice
+        `p * n + j` of the answer is the j-th continuation of prompt p (OpenAI's indices)."""
+        return self.prompts or (self.prompt_ids,)
+
+    @property
+    def num_choices(self) -> int:
+        return len(self.batch) * self.n
 
 
 #: The chat template for the byte-level model (it has no special tokens but EOT): each
@@ -75,7 +91,8 @@ CHAT_TEMPLATE = "<|{role}|>\n{content}\n"
 CHAT_ROLES = ("system", "user", "assistant")
 
 _COMMON = {"model", "max_tokens", "n", "stop", "temperature", "top_p", "seed", "stream", "stream_options",
-           "user", "presence_penalty", "frequency_penalty", "logprobs", "logit_bias"}
+           "user", "presence_penalty", "frequency_penalty", "logprobs", "logit_bias",
+           "repetition_penalty", "ignore_eos", "min_tokens"}  # the last three: vLLM's, beside OpenAI's
 #: The fields each kind of request may carry; any other is "Unrecognized request argument".
 FIELDS = {
     "completion": _COMMON | {"prompt", "echo", "best_of", "suffix"},

@@ -1,13 +1,16 @@
 # GENERATED from solutions/server/serve.py by `course stubs --write`.
 # Nothing to write here: given code of stage 07 (07_serving/07_serving.ipynb).
-"""Running a server in a thread of this process (given code): tests, notebook, demo, bench."""
+"""Running a server in a thread of this process (given code): tests, notebook, demo, bench;
+and waiting for one started as a process to answer."""
 
 from __future__ import annotations
 
 import socket
+import subprocess
 import threading
 import time
 
+import httpx
 import uvicorn
 from fastapi import FastAPI
 
@@ -85,3 +88,18 @@ def serve_in_thread(engine: Engine, tokenizer: ByteTokenizer | None = None, conf
                                + (f": {handle.error!r}" if handle.error else ""))
         time.sleep(0.01)
     return handle
+
+
+def wait_until_healthy(url: str, proc: subprocess.Popen, timeout: float) -> bool:
+    """True once `url`/health answers 200; False if the server's process `proc` ends first or
+    `timeout` seconds pass (the caller says what failed, and stops `proc`)."""
+    end = time.monotonic() + timeout
+    while True:
+        try:
+            if httpx.get(f"{url}/health", timeout=1).status_code == 200:
+                return True
+        except httpx.TransportError:
+            pass
+        if proc.poll() is not None or time.monotonic() > end:
+            return False
+        time.sleep(0.2)

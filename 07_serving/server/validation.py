@@ -39,17 +39,21 @@ def parse_request(body: object, kind: str, limits: Limits, tokenizer: ByteTokeni
     ("Unrecognized request argument", param = that field); a NO_OP field at a value not in
     its tuple; `user` not a string; `model` missing or not a string; `prompt` (completion)
     not a non-empty string nor a non-empty list of token ids (ints, never bools) in
-    0..vocab_size-1 (a batch of exactly one prompt, `[p]`, is `p`); `messages` (chat) not a
+    0..vocab_size-1, nor a list of 1..max_prompts of those (a batch: `prompts`, in order;
+    a batch of exactly one prompt, `[p]`, is `p`); `messages` (chat) not a
     non-empty list of objects with keys among role, content, name (param "messages",
     "messages[i]", "messages[i].role" or "messages[i].content"), the role in CHAT_ROLES,
     the content a string or a list of {"type": "text", "text": str} parts (joined); `stop`
     not a non-empty string nor a list of at most max_stop of them; `temperature` not a
     finite number in [0, 2]; `top_p` not one in (0, 1]; `seed` not an int; `stream` not a
     bool; `stream_options` without stream, or not an object with only a bool
-    `include_usage` (param "stream_options.include_usage" for that one); then
-    `token_budget` (n, the prompt's length against the context, max_tokens) on the
-    prompt's tokens (chat: of the rendered template). `null` is the default for every
-    optional field: no stop, temperature 1.0, stream False."""
+    `include_usage` (param "stream_options.include_usage" for that one); vLLM's extras:
+    `repetition_penalty` not a finite number > 0 (1 = off), `ignore_eos` not a bool,
+    `min_tokens` not an int >= 0; then `token_budget` (n, the prompt's length against the
+    context, max_tokens) on the prompt's tokens (chat: of the rendered template; a batch:
+    of its longest prompt, so every prompt gets the same max_tokens); then `min_tokens`
+    over max_tokens. `null` is the default for every optional field: no stop,
+    temperature 1.0, stream False, repetition_penalty 1.0, ignore_eos False, min_tokens 0."""
     if kind not in FIELDS:
         raise ValueError(f"kind must be 'completion' or 'chat', got {kind!r}")
     if not isinstance(body, dict):
@@ -72,7 +76,7 @@ def parse_request(body: object, kind: str, limits: Limits, tokenizer: ByteTokeni
         raise APIError(404, f"The model `{model}` does not exist; this server has {list(limits.models)}",
                        param="model", code="model_not_found")
 
-    ids = _prompt_ids(body, kind, limits, tokenizer)
+    batch = _prompt_ids(body, kind, limits, tokenizer)
 
     stop = body.get("stop")
     stop = [] if stop is None else [stop] if isinstance(stop, str) else stop
@@ -105,31 +109,46 @@ def parse_request(body: object, kind: str, limits: Limits, tokenizer: ByteTokeni
         if not isinstance(include_usage, bool):
             raise bad("stream_options.include_usage must be a boolean", param="stream_options.include_usage")
 
-    max_tokens, n = token_budget(body, kind, len(ids), limits)
-    return GenerationRequest(kind, model, tuple(ids), max_tokens, n, tuple(stop), float(temperature),
+    penalty = body.get("repetition_penalty")
+    penalty = 1.0 if penalty is None else penalty
+    if not is_number(penalty) or not penalty > 0:
+        raise bad(f"repetition_penalty must be a number > 0 (1 = off), got {penalty!r}",
+                  param="repetition_penalty")
+    ignore_eos = body.get("ignore_eos")
+    ignore_eos = False if ignore_eos is None else ignore_eos
+    if not isinstance(ignore_eos, bool):
+        raise bad(f"ignore_eos must be a boolean, got {ignore_eos!r}", param="ignore_eos")
+    min_tokens = body.get("min_tokens")
+    min_tokens = 0 if min_tokens is None else min_tokens
+    if not is_int(min_tokens) or min_tokens < 0:
+        raise bad(f"min_tokens must be an integer >= 0, got {min_tokens!r}", param="min_tokens")
+
+    # the longest prompt decides: every prompt of a batch gets the same max_tokens
+    max_tokens, n = token_budget(body, kind, max(len(p) for p in batch), limits)
+    if min_tokens > max_tokens:
+        raise bad(f"min_tokens={min_tokens} must not exceed max_tokens={max_tokens}", param="min_tokens")
+    ids = tuple(batch[0])
+    return GenerationRequest(kind, model, ids, max_tokens, n, tuple(stop), float(temperature),
                              None if top_p is None or top_p == 1 else float(top_p),
-                             None if seed is None else int(seed), stream, include_usage)
+                             None if seed is None else int(seed), stream, include_usage,
+                             float(penalty), ignore_eos, int(min_tokens),
+                             tuple(tuple(p) for p in batch) if len(batch) > 1 else ())
 
 
-def _prompt_ids(body: dict, kind: str, limits: Limits, tokenizer: ByteTokenizer) -> list[int]:
-    """The prompt's token ids: a completion's `prompt` (text or ids), or a chat's messages
-    rendered by the chat template; a 400 naming the field when it is malformed."""
+def _prompt_ids(body: dict, kind: str, limits: Limits, tokenizer: ByteTokenizer) -> list[list[int]]:
+    """The prompts' token ids, one list per prompt: a completion's `prompt` (a string, a
+    list of token ids, or a list of either: a batch), or a chat's messages rendered by the
+    chat template (one prompt); a 400 naming the field when it is malformed."""
     if kind == "completion":
         prompt = body.get("prompt")
-        if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], (str, list)):
-            prompt = prompt[0]  # a batch of one
-        if isinstance(prompt, str):
-            if not prompt:
-                raise bad("prompt must not be empty", param="prompt")
-            return tokenizer.encode(prompt)
-        if isinstance(prompt, list) and prompt and all(is_int(t) for t in prompt):
-            if not all(0 <= t < limits.vocab_size for t in prompt):
-                raise bad(f"prompt token ids must be in 0..{limits.vocab_size - 1}", param="prompt")
-            return [int(t) for t in prompt]
         if prompt is None:
             raise bad("you must provide a prompt", param="prompt")
-        raise bad("prompt must be a non-empty string or a non-empty list of token ids "
-                  "(batches of several prompts are not supported)", param="prompt")
+        if isinstance(prompt, list) and prompt and all(isinstance(p, (str, list)) for p in prompt):
+            if len(prompt) > limits.max_prompts:
+                raise bad(f"a request may hold at most {limits.max_prompts} prompts, got {len(prompt)}",
+                          param="prompt")
+            return [_one_prompt(p, f"prompt[{i}]", limits, tokenizer) for i, p in enumerate(prompt)]
+        return [_one_prompt(prompt, "prompt", limits, tokenizer)]
     messages = body.get("messages")
     if messages is None:
         raise bad("you must provide messages", param="messages")
@@ -150,4 +169,19 @@ def _prompt_ids(body: dict, kind: str, limits: Limits, tokenizer: ByteTokenizer)
         if not isinstance(content, str):
             raise bad(f"{where}.content must be a string or a list of text parts", param=f"{where}.content")
         clean.append({"role": m["role"], "content": content})
-    return tokenizer.encode(render_chat(clean))
+    return [tokenizer.encode(render_chat(clean))]
+
+
+def _one_prompt(prompt: object, where: str, limits: Limits, tokenizer: ByteTokenizer) -> list[int]:
+    """One completion prompt (a non-empty string or list of token ids) as token ids; a 400
+    with param "prompt" (the message says which one: `where`) otherwise."""
+    if isinstance(prompt, str):
+        if not prompt:
+            raise bad(f"{where} must not be empty", param="prompt")
+        return tokenizer.encode(prompt)
+    if isinstance(prompt, list) and prompt and all(is_int(t) for t in prompt):
+        if not all(0 <= t < limits.vocab_size for t in prompt):
+            raise bad(f"{where}: token ids must be in 0..{limits.vocab_size - 1}", param="prompt")
+        return [int(t) for t in prompt]
+    raise bad(f"{where} must be a non-empty string or a non-empty list of token ids (or, for prompt, a list "
+              f"of those: a batch)", param="prompt")

@@ -58,7 +58,7 @@ def test_request_blocks_shares_full_prompt_blocks():
 
 @pytest.mark.given
 @pytest.mark.parametrize("args", [["--port", "70000"], ["--model", "/no/such/model.pt"], ["--timeout", "-1"],
-                                  ["--max-batch-size", "0"]])
+                                  ["--max-batch-size", "0"], ["--max-queue-wait", "-1"], ["--max-queue-wait", "nan"]])
 def test_cli_bad_arguments_exit_2(args, capsys):
     assert srv.main(args) == 2
     err = capsys.readouterr().err

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import collections
 import threading
+import time
 from dataclasses import dataclass
+from typing import Callable
 
-from solutions.checks import check_int
+from solutions.checks import check_int, is_number
 from solutions.paged import blocks_needed
 
 from .protocol import APIError, bad
@@ -16,8 +19,8 @@ class AdmissionControl:
 
     `num_blocks` blocks of `block_size` tokens hold the KV memory of the running requests;
     an admitted request reserves its worst case, `request_blocks(...)`. What exceeds the
-    memory waits in the engine's queue, bounded by `max_queue_tokens` tokens beyond it:
-    at most `capacity_blocks` blocks are reserved at once. Counters: `reserved_blocks`,
+    memory waits in the engine's queue: at most `capacity_blocks` blocks are reserved at
+    once (the memory plus the queue, given code below). Counters: `reserved_blocks`,
     `reserved_tokens`, `admitted`, `rejected`; `draining` (set at shutdown) refuses all.
     Thread-safe (`self._lock`): the event loop admits, the engine thread releases.
     """
@@ -76,22 +79,90 @@ class AdmissionControl:
         # END SOLUTION
 
     # -- given: construction and capacity
-    def __init__(self, *, num_blocks: int, block_size: int, max_queue_tokens: int, retry_after_s: int = 1):
+    def __init__(self, *, num_blocks: int, block_size: int, max_queue_tokens: int, retry_after_s: int = 1,
+                 max_wait_s: float | None = None, rate_window_s: float = 10.0,
+                 clock: Callable[[], float] = time.monotonic):
+        """`max_queue_tokens`: the queue beyond the memory that is always allowed (tokens of
+        reservations; with `max_wait_s` None, the whole rule). `max_wait_s`: the longest a
+        request should wait to start; the queue then grows to what the server is measured
+        to serve in that time (`capacity_blocks`). `clock` (seconds) times the service."""
         self.num_blocks = check_int("num_blocks", num_blocks, 1)
         self.block_size = check_int("block_size", block_size, 1)
         self.max_queue_tokens = check_int("max_queue_tokens", max_queue_tokens, 0)
         self.retry_after_s = check_int("retry_after_s", retry_after_s, 1)
+        if max_wait_s is not None and not (is_number(max_wait_s) and max_wait_s >= 0):
+            raise ValueError(f"max_wait_s must be None or a number of seconds >= 0, got {max_wait_s!r}")
+        if not (is_number(rate_window_s) and rate_window_s > 0):
+            raise ValueError(f"rate_window_s must be a number of seconds > 0, got {rate_window_s!r}")
+        self.max_wait_s, self.rate_window_s, self.clock = max_wait_s, float(rate_window_s), clock
         self.reserved_blocks = 0
         self.reserved_tokens = 0
         self.admitted = 0
         self.rejected = 0
         self.draining = False
         self._lock = threading.Lock()
+        self._served: collections.deque[tuple[float, int]] = collections.deque()  # (time, blocks handed back)
+        self._served_blocks = 0
+        self._since = clock()
+        self._rate_lock = threading.Lock()  # not self._lock: capacity_blocks is read while admit holds that
+
+    def admit_batch(self, prompt_tokens: list[int], max_tokens: int, n: int = 1) -> Ticket:
+        """One request holding several prompts (a list of prompts in /v1/completions):
+        admitted whole, with one Ticket reserving the sum of `admit`'s for each prompt, or
+        refused whole (the error of the first prompt refused, nothing reserved); counted
+        once in `admitted` or `rejected`, as one request. The event loop is the only
+        thread that admits, so nobody sees the counters between two of its prompts."""
+        tickets: list[Ticket] = []
+        try:
+            for length in prompt_tokens:
+                tickets.append(self.admit(length, max_tokens, n))
+        except APIError:
+            for t in tickets:
+                self.release(t)
+            with self._lock:
+                self.admitted -= len(tickets)
+            raise
+        if len(tickets) == 1:
+            return tickets[0]
+        with self._lock:
+            self.admitted -= len(tickets) - 1
+        return Ticket(sum(t.blocks for t in tickets), sum(t.tokens for t in tickets))
+
+    def served(self, ticket: Ticket) -> None:
+        """The engine thread, when a request leaves the engine (finished, stopped, aborted):
+        hand its reservation back (`release`) and count its blocks as served now, for the
+        service rate."""
+        self.release(ticket)
+        with self._rate_lock:
+            self._served.append((self.clock(), ticket.blocks))
+            self._served_blocks += ticket.blocks
+
+    def service_rate(self) -> float:
+        """KV blocks handed back per second, measured over the last `rate_window_s` seconds
+        (over the time since this admission control was made, at least 1 s, while that is
+        shorter): the rate at which the queue's reservations can start."""
+        now = self.clock()
+        with self._rate_lock:
+            while self._served and self._served[0][0] < now - self.rate_window_s:
+                self._served_blocks -= self._served.popleft()[1]
+            span = min(self.rate_window_s, max(1.0, now - self._since))
+            return self._served_blocks / span
+
+    @property
+    def queue_blocks(self) -> int:
+        """Blocks that may wait beyond the memory: "queue length = throughput x acceptable
+        wait". A request queued behind them starts once that many blocks have been handed
+        back, within `max_wait_s` at the measured `service_rate`; never fewer than
+        `max_queue_tokens` allow (what a server with no measurement yet may queue)."""
+        floor = self.max_queue_tokens // self.block_size
+        if self.max_wait_s is None:
+            return floor
+        return max(floor, int(self.service_rate() * self.max_wait_s))
 
     @property
     def capacity_blocks(self) -> int:
-        """Blocks that may be reserved at once: the memory plus the bounded queue."""
-        return self.num_blocks + self.max_queue_tokens // self.block_size
+        """Blocks that may be reserved at once: the memory plus the queue (`queue_blocks`)."""
+        return self.num_blocks + self.queue_blocks
 
 
 @dataclass

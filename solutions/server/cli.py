@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import logging
 import sys
 from pathlib import Path
@@ -10,6 +9,8 @@ from pathlib import Path
 import torch
 import uvicorn
 
+from solutions.checks import ArgumentParser
+from solutions.device import DeviceError, add_device_arguments, device_from_args, dtype_name
 from solutions.gpt import GPT, load_checkpoint, load_default
 from solutions.tokenizer import ByteTokenizer
 
@@ -18,22 +19,25 @@ from .shutdown import CourseServer
 from .state import ServerConfig
 
 
-def _load_model(spec: str) -> GPT:
+def _load_model(spec: str, device: torch.device | str = "cpu", dtype: torch.dtype = torch.float32) -> GPT:
+    """The model to serve, loaded straight onto `device` in `dtype`."""
     if spec == "default":
-        return load_default()[0]
+        return load_default(device=device, dtype=dtype)[0]
     path = Path(spec)
     if not path.is_file():
         raise ValueError(f"--model must be 'default' or a checkpoint file, got {spec!r} (no such file)")
     try:
-        return load_checkpoint(path)[0]
+        return load_checkpoint(path, device=device, dtype=dtype)[0]
     except Exception as e:
         raise ValueError(f"--model {spec}: not a checkpoint written by solutions.gpt.save_checkpoint ({e})") from None
 
 
-def main(argv: list[str] | None = None) -> int:
-    """`python -m solutions.server`: serve a model on loopback until SIGINT/SIGTERM."""
-    p = argparse.ArgumentParser(prog="python -m solutions.server", description="An OpenAI-compatible server "
-                                "over the course's engine.")
+def main(argv: list[str] | None = None, prog: str = "python -m solutions.server") -> int:
+    """`python -m solutions.server` (or `course serve`): serve a model on loopback until
+    SIGINT/SIGTERM. Exit 0 after a shutdown; 2 with `error: ...` for a bad argument, a
+    device or dtype this machine cannot run (`solutions.device`), or a port it cannot bind."""
+    p = ArgumentParser(prog=prog, description="An OpenAI-compatible server over the course's engine (stage 07): "
+                "stage 06's paged engine, continuous batching, the default model or a checkpoint.")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default: loopback only)")
     p.add_argument("--port", type=int, default=8000)
     p.add_argument("--model", default="default", help="'default' or a checkpoint path")
@@ -43,11 +47,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--num-blocks", type=int, default=None, help="KV blocks of 16 tokens (default: batch x context)")
     p.add_argument("--max-queue-tokens", type=int, default=None,
                    help="admission: tokens that may wait beyond the KV memory (default: as many as it holds)")
+    p.add_argument("--max-queue-wait", type=float, default=10.0, metavar="S",
+                   help="admission: queue what the server is measured to start within S seconds (default 10; "
+                        "0: only --max-queue-tokens)")
     p.add_argument("--no-admission", action="store_true", help="admit everything (for comparison)")
     p.add_argument("--first-token-timeout", type=float, default=None, metavar="S")
     p.add_argument("--timeout", type=float, default=None, metavar="S")
     p.add_argument("--grace", type=float, default=10.0, metavar="S", help="shutdown grace period")
-    p.add_argument("--threads", type=int, default=1, help="torch threads for the engine")
+    p.add_argument("--threads", type=int, default=1, help="torch threads for the engine (CPU)")
+    add_device_arguments(p)
     args = p.parse_args(argv)
     try:
         if not 0 <= args.port <= 65535:
@@ -63,14 +71,17 @@ def main(argv: list[str] | None = None) -> int:
                 raise ValueError(f"--{name.replace('_', '-')} must be > 0 seconds, got {v}")
         if args.max_queue_tokens is not None and args.max_queue_tokens < 0:
             raise ValueError(f"--max-queue-tokens must be >= 0, got {args.max_queue_tokens}")
+        if not args.max_queue_wait >= 0 or args.max_queue_wait == float("inf"):
+            raise ValueError(f"--max-queue-wait must be a number of seconds >= 0, got {args.max_queue_wait}")
         if args.grace < 0:
             raise ValueError(f"--grace must be >= 0, got {args.grace}")
         if args.api_key is not None and not args.api_key.strip():
             raise ValueError("--api-key must not be empty")
         if args.request_log is not None and Path(args.request_log).is_dir():
             raise ValueError(f"--request-log {args.request_log} is a folder")
-        model = _load_model(args.model)
-    except (ValueError, FileNotFoundError) as e:
+        device, dtype = device_from_args(args)
+        model = _load_model(args.model, device, dtype)
+    except (DeviceError, ValueError, FileNotFoundError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     torch.set_num_threads(args.threads)
@@ -78,7 +89,9 @@ def main(argv: list[str] | None = None) -> int:
     # waiting for it may wait 5 ms, a whole decode step here. Hand it over more often.
     sys.setswitchinterval(0.0005)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    logging.getLogger("course.server").info("model on %s in %s", device, dtype_name(dtype))
     config = ServerConfig(api_key=args.api_key, max_queue_tokens=args.max_queue_tokens,
+                          max_queue_wait_s=args.max_queue_wait or None,
                           first_token_timeout_s=args.first_token_timeout, timeout_s=args.timeout,
                           shutdown_grace_s=args.grace, request_log=args.request_log, admission=not args.no_admission)
     try:

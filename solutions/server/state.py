@@ -21,8 +21,10 @@ log = logging.getLogger("course.server")
 
 @dataclass
 class ServerConfig:
-    """Server settings. `max_queue_tokens`: the admission queue's bound (tokens of
-    reservations beyond the KV memory; None = as many as the memory holds).
+    """Server settings. Admission's queue beyond the KV memory: what the server is measured
+    to start within `max_queue_wait_s` seconds ("queue length = throughput x acceptable
+    wait"; None: no such rule), and at least `max_queue_tokens` tokens of reservations
+    (None = as many as the memory holds), what a server with no measurement yet queues.
     Deadlines in seconds from arrival (None: none). `max_body_bytes`: larger bodies get 413."""
 
     model_name: str = MODEL_NAME
@@ -30,6 +32,7 @@ class ServerConfig:
     max_n: int = 8
     max_body_bytes: int = 1 << 20
     max_queue_tokens: int | None = None
+    max_queue_wait_s: float | None = 10.0
     retry_after_s: int = 1
     first_token_timeout_s: float | None = None
     timeout_s: float | None = None
@@ -56,7 +59,8 @@ class ServerState:
         if not config.admission:
             queue_tokens = 1 << 40
         self.admission = AdmissionControl(num_blocks=num_blocks, block_size=self.block_size,
-                                          max_queue_tokens=queue_tokens, retry_after_s=config.retry_after_s)
+                                          max_queue_tokens=queue_tokens, retry_after_s=config.retry_after_s,
+                                          max_wait_s=config.max_queue_wait_s, clock=engine.clock)
         self.limits = Limits(context=engine.max_len, vocab_size=engine.model.config.vocab_size, max_n=config.max_n,
                              models=(config.model_name,))
         self.metrics = Metrics(config.model_name)
