@@ -4,6 +4,7 @@
     is_number(v)                   a finite int or float, never a bool
     check_int(name, v, minimum=0, maximum=None) -> int
     check_ints(minimum, name=value, ...)        several at once, same lower bound
+    ArgumentParser                 argparse whose refusals read `error: <what>` (exit 2)
 
 A failed check raises ``ValueError("<name> must be an int >= <minimum>, got <value!r>")``
 (or ``... an int in <minimum>..<maximum>``), the message every stage's tests and CLIs use.
@@ -11,10 +12,21 @@ A failed check raises ``ValueError("<name> must be an int >= <minimum>, got <val
 
 from __future__ import annotations
 
+import argparse
 import math
 import numbers
+import sys
 
-__all__ = ["is_int", "is_number", "check_int", "check_ints"]
+__all__ = ["is_int", "is_number", "check_int", "check_ints", "ArgumentParser"]
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse, but every refusal reads `error: <what is wrong>` (exit 2) with the usage
+    first: the command lines of every stage (dedup, train, server) refuse alike."""
+
+    def error(self, message: str):
+        self.print_usage(sys.stderr)
+        self.exit(2, f"error: {message}\n")
 
 
 def is_int(value) -> bool:

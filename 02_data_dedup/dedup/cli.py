@@ -5,10 +5,11 @@ or `python -m solutions.dedup --build-corpus FILE`."""
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import sys
 from typing import Sequence
+
+from solutions.checks import ArgumentParser
 
 from .config import PipelineConfig
 from .corpus import build_corpus
@@ -16,14 +17,6 @@ from .pipeline import run_pipeline
 from .quality import PROFILE_HELP, QUALITY_PROFILES, quality_profile
 from .report import format_report
 from .shingles import SHINGLE_KINDS
-
-
-class _Parser(argparse.ArgumentParser):
-    """argparse, but every refusal reads `error: <what is wrong>` (exit 2) with the usage first."""
-
-    def error(self, message: str):
-        self.print_usage(sys.stderr)
-        self.exit(2, f"error: {message}\n")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -35,7 +28,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """
     d = PipelineConfig()
     profiles = "; ".join(f"{name}: {text}" for name, text in PROFILE_HELP.items())
-    p = _Parser(
+    p = ArgumentParser(
         prog="python -m solutions.dedup",
         description="Normalise, filter, deduplicate (exact and MinHash/LSH) and split a JSON Lines corpus "
                     "of {id, text, source} records. Outputs are written to a temporary folder and moved "
