@@ -2,7 +2,7 @@
 #   make demo   run the reference stack end to end (`course demo`)
 #   make test   the maintainer's suite: every stage's visible AND hidden tests against the
 #               solutions, stubs in sync and failing, notebooks, grading, the red team
-#               (what .ci/run runs)
+#               (what .ci/run runs; two pytest-xdist workers, one test file each at a time)
 PYTHON ?= python3
 VENV   ?= .venv
 BIN     = $(VENV)/bin
@@ -21,7 +21,7 @@ demo: $(BIN)/.installed
 
 test: $(BIN)/.installed
 	$(BIN)/course stubs --check
-	COURSE_IMPL=solution $(BIN)/python -m pytest --impl solution --hidden-tests $(wildcard tests) [0-9][0-9]_*/tests $(wildcard [0-9][0-9]_*/hidden_tests)
+	COURSE_IMPL=solution $(BIN)/python -m pytest -n 2 --dist loadfile --impl solution --hidden-tests $(wildcard tests) [0-9][0-9]_*/tests $(wildcard [0-9][0-9]_*/hidden_tests)
 
 clean-venv:
 	rm -rf $(VENV)

@@ -25,7 +25,11 @@ of sleeping: on a machine shared with other jobs, time they steal is not counted
 meaningful with --threads 1 (CPU time adds up over threads).
 
     python 05_batching/bench.py [--quick] [--threads N] [--repeat N] [--clock wall|process]
-                                [--json FILE] [--plot FILE]
+                                [--json FILE] [--plot FILE] [--device cpu|cuda]
+                                [--dtype float32|float16|bfloat16]
+
+--device / --dtype (solutions/device.py): both models on that device in that dtype (the
+KV caches follow the model); --clock process is for the CPU only.
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from anywher
 
 import course  # noqa: E402
 from course.benchmark import Report, bench_args  # noqa: E402
+from solutions.device import add_device_arguments, device_or_exit, dtype_name  # noqa: E402
 from solutions.gpt import GPT, GPTConfig  # noqa: E402
 
 b = course.load("batching", impl="solution")
@@ -74,12 +79,17 @@ def warm_up(model: GPT, n: int) -> None:
 
 
 def main() -> None:
-    args = bench_args("Stage 05: static vs dynamic vs continuous batching", extra=lambda p: p.add_argument(
-        "--clock", choices=sorted(CLOCKS), default="wall", help="wall: time.monotonic; process: CPU time"))
+    args = bench_args("Stage 05: static vs dynamic vs continuous batching", extra=lambda p: (p.add_argument(
+        "--clock", choices=sorted(CLOCKS), default="wall", help="wall: time.monotonic; process: CPU time"),
+        add_device_arguments(p)))
+    device, dtype = device_or_exit(args)
     if args.clock == "process" and args.threads != 1:
         raise SystemExit("--clock process measures CPU time, which adds up over threads: use it with --threads 1")
+    if args.clock == "process" and device.type != "cpu":
+        raise SystemExit("error: --clock process measures this process's CPU time, not a GPU's: use --clock wall")
     torch.manual_seed(0)
-    model, what = b.default_model()
+    model, what = b.default_model(device, dtype)
+    what += f" ({device}, {dtype_name(dtype)})"
     q = args.quick
     if q:
         args.repeat = min(args.repeat, 2)
@@ -113,7 +123,7 @@ def main() -> None:
 
     # chunked prefill: 512-token prompts arriving among running decodes
     torch.manual_seed(0)
-    wide = GPT(GPTConfig(block_size=640)).eval()
+    wide = GPT(GPTConfig(block_size=640)).to(device=device, dtype=dtype).eval()
     warm_up(wide, max(1, args.warmup))
     trace = b.long_prompt_trace(n_decodes=4 if q else 8, decode_len=200, n_long=3 if q else 4,
                                 long_len=512, first=0.05, every=0.1)

@@ -18,6 +18,11 @@
    --threads 1 (`cpu_clock_ok`), else by the wall clock.
 
     python 08_profiling/bench.py [--quick] [--threads N] [--repeat N] [--json FILE] [--plot FILE]
+                                 [--device cpu|cuda] [--dtype float32|float16|bfloat16]
+
+--device / --dtype (solutions/device.py): the model (and the engines' KV pools) on that
+device in that dtype. Part 1 measures the profiler's CPU-side price (CPU time) wherever the
+model runs; on a GPU the sweep is timed by the wall clock, synchronised.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from anywher
 
 import course  # noqa: E402
 from course.benchmark import Report, bench_args  # noqa: E402
+from solutions.device import add_device_arguments, device_or_exit, dtype_name  # noqa: E402
 
 prof = course.load("profiling", impl="solution")
 
@@ -96,9 +102,11 @@ def window_cost(model, pairs: int) -> tuple[float, float]:
 
 
 def main() -> None:
-    args = bench_args("Stage 08: profiler overhead and the throughput knee")
+    args = bench_args("Stage 08: profiler overhead and the throughput knee", extra=add_device_arguments)
+    device, dtype = device_or_exit(args)
     rep = Report("08_profiling", args, title="profiler overhead and the throughput knee")
-    model, what = prof.default_model()
+    model, what = prof.default_model(device, dtype)
+    what += f" ({device}, {dtype_name(dtype)})"
     n = 300 if args.quick else 1000
     prof._warm_profiler()
     for mode in ("plain", "scheduled", "always-on"):  # warm-up
@@ -125,7 +133,7 @@ def main() -> None:
     rep.add("50 decode steps, batch 8: always-on vs plain", cpu_s=a_cpu, ms_per_step=1e3 * a_cpu / 50,
             cpu_overhead_pct=100 * (a_cpu / p_cpu - 1))
     batches = [1, 4, 16, 64] if args.quick else [1, 2, 4, 8, 16, 32, 64, 128, 256]
-    clock = time.process_time if prof.cpu_clock_ok("cpu") else time.perf_counter
+    clock = time.process_time if prof.cpu_clock_ok(device) else time.perf_counter
     points = prof.batch_sweep(model, batches, context=64, repeat=args.repeat, warmup=args.warmup, clock=clock)
     knee = prof.find_knee([p.batch for p in points], [p.tokens_per_s for p in points], min_gain=0.1)
     for p in points:

@@ -5,9 +5,12 @@
     course hint 1.3                    the next hint of exercise 1.3
     course grade [--submission DIR] [--stages 01,02] [--hidden DIR] [--json F] [--summary F]
     course release OUT [--through NN] | --hidden OUT   the learner's / the grader's repository
-    course demo [--stages 01]          run the reference stack end to end
+    course demo [--stages 01] [--device cpu|cuda] [--dtype float32|float16|bfloat16]
+                                       run the reference stack end to end
+    course serve [--device ...] [--dtype ...] [--port N] ...   the stage 07 server (`course serve --help`)
     course bench 01 [-- ARGS]          run a stage's benchmark
-    course profile [--stages ...] [--out DIR]   profile the stack, write a Markdown report
+    course profile [--stages ...] [--out DIR] [--device ...] [--dtype ...]   profile the stack, write a Markdown report
+    course eval MODEL [--against BASELINE] [--json F]   evaluate a model; exit 1 on a regression (stage 03)
     course stubs --write | --check     generate / verify the learner's stubs
     course doctor                      what this machine has (Python, torch, CUDA, Triton, kernel)
 """
@@ -355,10 +358,36 @@ def cmd_release(args) -> int:
 
 # ---- demo and bench ---------------------------------------------------------------------
 
+def _device_args(args) -> tuple[object, object] | None:
+    """(device, dtype) of `--device` / `--dtype` (solutions/device.py, the one parser of
+    them); None after printing `error: ...` when this machine cannot run them."""
+    from solutions.device import DeviceError, device_from_args
+
+    try:
+        return device_from_args(args)
+    except DeviceError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return None
+
+
+def _add_device_arguments(parser: argparse.ArgumentParser) -> None:
+    from solutions.device import add_device_arguments
+
+    add_device_arguments(parser)
+
+
 def cmd_demo(args) -> int:
     """Each stage's `demo()`: the reference where this repository has it, else (a learner's
-    release) the learner's own package; `--impl student` runs the learner's everywhere."""
+    release) the learner's own package; `--impl student` runs the learner's everywhere.
+    A demo that runs a model (`demo(device=..., dtype=...)`) gets `--device` / `--dtype`;
+    the others run as they are (stages 01-03 are about the CPU)."""
+    import inspect
+
     ran = 0
+    chosen = _device_args(args)
+    if chosen is None:
+        return 2
+    device, dtype = chosen
     present = layout.present_stages()
     try:
         wanted = _stages(args.stages)
@@ -385,7 +414,8 @@ def cmd_demo(args) -> int:
             print(f"(stage {st.number} has no demo)")
             continue
         try:
-            mod.demo()
+            params = inspect.signature(mod.demo).parameters
+            mod.demo(**({"device": device, "dtype": dtype} if "device" in params and "dtype" in params else {}))
         except NotImplementedError as e:  # a half-done learner's package: say what it needs
             if impl == "solution":
                 raise
@@ -401,6 +431,37 @@ def cmd_profile(args) -> int:
     from course import profile
 
     return profile.run(args)
+
+
+def cmd_eval(args) -> int:
+    """`course eval MODEL [--against BASELINE]`: stage 03's evaluation table and regression gate
+    (`train.run_eval`: the reference where this repository has it, else the learner's package)."""
+    impl = getattr(args, "impl", None)
+    if impl is None:
+        impl = "solution" if layout.has_solution(manifest.stage("train")) else "student"
+    try:
+        return load("train", impl=impl).run_eval(args.model, args.against, json_out=args.json, data=args.data,
+                                                 examples=args.examples, threads=args.threads)
+    except NotImplementedError as e:  # --impl student with exercises 3.12-3.14 still to do
+        print(f"error: {e} (course eval runs your code with --impl student; the reference is the default)",
+              file=sys.stderr)
+        return 1
+
+
+def cmd_serve(args) -> int:
+    """`course serve [ARGS]`: stage 07's server, `main(ARGS)` of its package: the reference
+    where this repository has it, else (a learner's release) the learner's own. ARGS are the
+    server's (`course serve --help`); it exits 2 with `error: ...` for a bad one."""
+    st = manifest.stage("server")
+    if st not in layout.present_stages():
+        print(f"error: stage {st.number} is not in this repository", file=sys.stderr)
+        return 2
+    impl = "student" if args.impl == "student" or not layout.has_solution(st) else "solution"
+    try:
+        return load(st.module, impl=impl).main(args.rest, prog="course serve")
+    except NotImplementedError as e:  # a learner's server with exercises still to do
+        print(f"error: the server cannot run yet: {e}", file=sys.stderr)
+        return 1
 
 
 def cmd_bench(args) -> int:
@@ -515,7 +576,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("demo", help="run every stage of the reference stack end to end")
     s.add_argument("--stages", default=None, help="comma-separated stage numbers (default: all)")
+    _add_device_arguments(s)
     s.set_defaults(fn=cmd_demo)
+
+    # every argument goes to the server's own parser (prefix "+": none is an option here)
+    s = sub.add_parser("serve", prefix_chars="+", add_help=False,
+                       help="run stage 07's OpenAI-compatible server: --device cpu|cuda --dtype "
+                            "float32|float16|bfloat16 --port N ... (`course serve --help`)")
+    s.add_argument("rest", nargs="*", metavar="ARGS", help="the server's arguments (`course serve --help`)")
+    s.set_defaults(fn=cmd_serve)
 
     s = sub.add_parser("bench", help="run a stage's benchmark (arguments after the stage go to bench.py)")
     s.add_argument("stage")
@@ -526,9 +595,21 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--stages", default=None, help="report sections: timers,ops,memory,sweep,roofline,latency (default: all)")
     s.add_argument("--out", default="profile-report", metavar="DIR", help="report folder (default: profile-report)")
     s.add_argument("--quick", action="store_true", help="fewer batch sizes and repeats (seconds, not a minute)")
-    s.add_argument("--device", default="cpu", help="cpu (default) or cuda")
+    _add_device_arguments(s)
     s.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's current)")
     s.set_defaults(fn=cmd_profile)
+
+    s = sub.add_parser("eval", help="evaluate a model (per-source bits/byte, line completion); with --against, "
+                                     "exit 1 when a metric moves past its margin (stage 03)")
+    s.add_argument("model", metavar="MODEL", help="a checkpoint (python -m solutions.train) or `default`")
+    s.add_argument("--against", default=None, metavar="BASELINE",
+                   help="a checkpoint, `default`, or a report written by --json: the gate's baseline")
+    s.add_argument("--json", default=None, metavar="FILE", help="write MODEL's report as JSON")
+    s.add_argument("--data", default=None, metavar="DIR",
+                   help="folder with train/val/test.jsonl (default: stage 02's corpus in data/corpus)")
+    s.add_argument("--examples", type=int, default=150, help="line-completion examples (default 150)")
+    s.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's current)")
+    s.set_defaults(fn=cmd_eval)
 
     s = sub.add_parser("stubs", help="generate (--write) or verify (--check) the learner's stubs")
     g = s.add_mutually_exclusive_group(required=True)

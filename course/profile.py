@@ -1,7 +1,7 @@
 """`course profile`: profile the stack on the default model and write a Markdown report.
 
     course profile [--stages timers,ops,memory,sweep,roofline,latency] [--out DIR]
-                   [--quick] [--device cpu|cuda] [--threads N]
+                   [--quick] [--device cpu|cuda] [--dtype float32|float16|bfloat16] [--threads N]
 
 The measurements and the report are stage 08's (`profiling.collect`, `profiling.write_report`),
 reached through `course.load` like every other stage's code: the reference solution where
@@ -106,13 +106,13 @@ def run(args) -> int:
         out = check_out(args.out)
         if args.threads is not None and args.threads < 1:
             raise UsageError(f"--threads must be >= 1, got {args.threads}")
-        device = args.device
-        if device not in ("cpu", "cuda"):
-            raise UsageError(f"--device must be cpu or cuda, got {device!r}")
-        import torch
+        from solutions.device import DeviceError, resolve_device, resolve_dtype
 
-        if device == "cuda" and not torch.cuda.is_available():
-            raise UsageError("--device cuda: no CUDA device is available here")
+        try:  # the course's one parser of --device / --dtype (solutions/device.py)
+            device = resolve_device(getattr(args, "device", "cpu"))
+            dtype = resolve_dtype(getattr(args, "dtype", "float32"), device)
+        except DeviceError as e:
+            raise UsageError(str(e)) from None
     except UsageError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -127,7 +127,7 @@ def run(args) -> int:
     tmp.chmod(0o777 & ~umask)  # mkdtemp makes it private; the report is an ordinary folder
     t0 = time.perf_counter()
     try:
-        data = prof.collect(sections=sections, device=device, quick=args.quick,
+        data = prof.collect(sections=sections, device=device, dtype=dtype, quick=args.quick,
                             trace_path=tmp / "trace.json" if "ops" in sections else None,
                             progress=lambda m: print(f"  {m}", file=sys.stderr, flush=True))
         prof.write_report(data, tmp)

@@ -279,17 +279,31 @@ def save_checkpoint(model: GPT, path: str | Path, meta: dict | None = None, half
     return save_checked(path, {"config": asdict(model.config), "state_dict": sd, "meta": meta or {}})
 
 
-def load_checkpoint(path: str | Path, map_location: str = "cpu") -> tuple[GPT, dict]:
-    """(model in eval mode, float32, meta) from a file written by `save_checkpoint`.
+def load_checkpoint(path: str | Path, map_location: str = "cpu", *, device: str | torch.device | None = None,
+                    dtype: torch.dtype = torch.float32) -> tuple[GPT, dict]:
+    """(model in eval mode, meta) from a file written by `save_checkpoint`: float32 on the CPU
+    unless `device` / `dtype` say otherwise (see `solutions.device` for checked names).
 
-    Loaded with `weights_only=True`; its checksum, if it has one, is verified: a damaged
-    file raises `solutions.fileio.CheckpointError` (a ValueError) naming it."""
+    Loaded with `weights_only=True` into host memory (`map_location`), where its checksum, if
+    it has one, is verified: a damaged file raises `solutions.fileio.CheckpointError` (a
+    ValueError) naming it. The model is built without weights of its own (on the meta device:
+    no random initialisation, nothing allocated twice) and each stored tensor goes straight
+    to `device` as stored (float16: half the bytes of float32 to copy), cast there to `dtype`."""
     ckpt = load_checked(path, required=False, keys=("config", "state_dict"), what="model checkpoint",
                         map_location=map_location)
-    model = GPT(GPTConfig(**ckpt["config"]))
-    sd = {k: v.float() if v.is_floating_point() else v for k, v in ckpt["state_dict"].items()}
+    device = torch.device(map_location if device is None else device)
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+        raise TypeError(f"dtype must be a floating torch.dtype, got {dtype!r}")
+    with torch.device("meta"):
+        model = GPT(GPTConfig(**ckpt["config"]))
+    stored = ckpt["state_dict"]
+    sd = {}
+    for k in list(stored):
+        v = stored.pop(k).to(device)  # one tensor at a time, freed on the host as it goes
+        sd[k] = v.to(dtype) if v.is_floating_point() else v
     sd["lm_head.weight"] = sd["transformer.wte.weight"]
-    model.load_state_dict(sd)
+    model.load_state_dict(sd, assign=True)
+    model.lm_head.weight = model.transformer.wte.weight  # tied again: assign wrapped each in its own Parameter
     return model.eval(), ckpt.get("meta", {})
 
 
@@ -305,12 +319,13 @@ def _missing_default() -> str:
             "train it with `python -m solutions.train --preset default`")
 
 
-def load_default() -> tuple[GPT, ByteTokenizer]:
+def load_default(device: str | torch.device = "cpu", dtype: torch.dtype = torch.float32) -> tuple[GPT, ByteTokenizer]:
     """(model, tokenizer): the small GPT trained by `python -m solutions.train --preset default`
-    on stage 02's train split of the standard-library corpus. Loaded in eval mode on the CPU."""
+    on stage 02's train split of the standard-library corpus. Loaded in eval mode, float32 on
+    the CPU unless `device` / `dtype` say otherwise (`load_checkpoint`)."""
     if not DEFAULT_WEIGHTS.exists():
         raise FileNotFoundError(_missing_default())
-    model, _ = load_checkpoint(DEFAULT_WEIGHTS)
+    model, _ = load_checkpoint(DEFAULT_WEIGHTS, device=device, dtype=dtype)
     return model, ByteTokenizer()
 
 

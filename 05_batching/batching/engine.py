@@ -218,8 +218,13 @@ class Engine:
         self.steps.append(StepRecord(
             start, now, rows=len(plan.chunks), dead_rows=n_dead, decode_rows=decode_rows,
             prefill_tokens=plan.num_tokens - decode_rows, running=len(self.scheduler.running),
-            waiting=len(self.scheduler.waiting), cached_tokens=int(self.cache.lengths.sum())))
+            waiting=len(self.scheduler.waiting), cached_tokens=self._cached_tokens()))
         return out
+
+    def _cached_tokens(self) -> int:
+        """Tokens in the cache now (`cache.lengths.sum()`), counted on the host: every row is
+        held by a running request or a dead row, and holds exactly its `num_computed` tokens."""
+        return sum(r.num_computed for r in (*self.scheduler.running, *self.dead_rows) if r.slot is not None)
 
     def _forward(self, chunks: list[tuple[Request, int]]) -> tuple[list[Request], torch.Tensor]:
         """The planned chunks through the model against this engine's cache: (ready, logits),

@@ -55,7 +55,8 @@ class Request:
 
         request_id   "req-<n>" unless given (a str)
         prompt       tuple of token ids (non-empty; ints >= 0)
-        max_new_tokens, sampling (default greedy), stop (frozenset of token ids), priority
+        max_new_tokens, sampling (default greedy), stop (frozenset of token ids; empty when
+                     sampling.ignore_eos), priority
                      (an int, lower runs first), arrival (clock time; the engine sets it)
         seq          the engine's arrival counter, breaking ties in `order`
         state, events, finish_reason   the state machine (5.1)
@@ -81,7 +82,8 @@ class Request:
         self.prompt = tuple(int(t) for t in prompt)
         self.max_new_tokens = int(max_new_tokens)
         self.sampling = sampling or SamplingParams()
-        self.stop = frozenset(int(t) for t in stop)
+        # ignore_eos (vLLM's): nothing stops it but max_new_tokens
+        self.stop = frozenset() if self.sampling.ignore_eos else frozenset(int(t) for t in stop)
         self.priority = int(priority)
         self.arrival = arrival          # set by Engine.add_request when None
         self.seq = 0                    # the engine's arrival counter: breaks ties in `order`

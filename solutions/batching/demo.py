@@ -20,21 +20,24 @@ from .replay import serve
 from .static import StaticBatching
 
 
-def default_model() -> tuple[GPT, str]:
-    """(the course's default model, its description), or — while it has not been trained —
-    a random-init model of the same shape (seed 0), which batches exactly the same way."""
+def default_model(device: str | torch.device = "cpu", dtype: torch.dtype = torch.float32) -> tuple[GPT, str]:
+    """(the course's default model on `device` in `dtype`, its description), or — while it
+    has not been trained — a random-init model of the same shape (seed 0), which batches
+    exactly the same way."""
     if DEFAULT_WEIGHTS.exists():
-        model, _ = load_default()
+        model, _ = load_default(device=device, dtype=dtype)
         return model, "the course's default model"
     torch.manual_seed(0)
-    return GPT(GPTConfig()).eval(), f"a random-init GPT (seed 0; {DEFAULT_WEIGHTS.name} is not trained yet)"
+    return (GPT(GPTConfig()).to(device=device, dtype=dtype).eval(),
+            f"a random-init GPT (seed 0; {DEFAULT_WEIGHTS.name} is not trained yet)")
 
 
 @on_one_thread
-def demo() -> None:
-    """Serve one trace with static, dynamic and continuous batching, and compare."""
+def demo(device: str | torch.device = "cpu", dtype: torch.dtype = torch.float32) -> None:
+    """Serve one trace with static, dynamic and continuous batching (the model on `device`,
+    in `dtype`), and compare."""
     torch.manual_seed(0)
-    model, what = default_model()
+    model, what = default_model(device, dtype)
     tok = ByteTokenizer()
     text = Path(abc.__file__).read_text(encoding="utf-8")  # prompts cut from real Python source
     trace = make_trace(24, profile="mix", rate=100.0, seed=0, source=tok.encode(text))
@@ -51,3 +54,6 @@ def demo() -> None:
     print(f"\ntimes in ms; occupancy = rows doing work / 8. continuous / static throughput: {ratio:.2f}x")
     same = all([r.output for r in run.requests] == alone for run in runs.values())
     print(f"every policy gave every request the tokens stage 04's generate gives it alone: {same}")
+    if not same and dtype not in (torch.float32, torch.float64):
+        print(f"({str(dtype).replace('torch.', '')} keeps 8-11 significant bits: a batch rounds differently from "
+              "a request alone, and where the top two logits nearly tie the choice may go either way)")

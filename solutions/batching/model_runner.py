@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 
 from solutions.gpt import GPT
-from solutions.kv_cache import forward_cached, sample
+from solutions.kv_cache import apply_repetition_penalty, forward_cached, sample
 
 from .request import Request
 
@@ -43,12 +43,14 @@ def forward_chunks(model: GPT, cache, chunks: list[tuple[Request, int]]) -> tupl
         slots = [r.slot for r, _ in group]
         # consecutive cache rows are read as a view of the cache; scattered ones are gathered (a copy)
         rows = slice(slots[0], slots[-1] + 1) if slots[-1] - slots[0] == len(slots) - 1 else slots
-        n_new = torch.tensor([n for _, n in group], device=device)
-        idx = torch.zeros(len(group), int(n_new.max()), dtype=torch.long, device=device)
-        for b, (r, n) in enumerate(group):
-            idx[b, :n] = torch.tensor(r.tokens[r.num_computed:r.num_computed + n], device=device)
+        n_new = [n for _, n in group]  # Python ints: the host knows them, no device round trip
+        width = max(n_new)
+        # the ids, right-padded, built on the host and copied to the device in one transfer
+        idx = torch.tensor([r.tokens[r.num_computed:r.num_computed + n] + [0] * (width - n) for r, n in group],
+                           dtype=torch.long, device=device)
         logits = forward_cached(model, idx, cache, rows=rows, n_new=n_new)
-        last = logits[torch.arange(len(group), device=device), n_new - 1]  # (B, V)
+        last = logits[torch.arange(len(group), device=device),
+                      torch.tensor([n - 1 for n in n_new], device=device)]  # (B, V)
         for b, (r, n) in enumerate(group):
             r.num_computed += n
             if r.num_pending == 0:
@@ -59,16 +61,48 @@ def forward_chunks(model: GPT, cache, chunks: list[tuple[Request, int]]) -> tupl
 
 
 def sample_tokens(requests: list[Request], logits: torch.Tensor) -> list[int]:
-    """Next token per request with its own sampling parameters: greedy rows in one
-    argmax, the others one by one with their own generator."""
-    tokens = [0] * len(requests)
+    """Next token per request with its own sampling parameters: the logits shaped per row
+    (`shape_logits`), then greedy rows in one argmax, the others one by one with their own
+    generator. The ids stay on the device until ONE copy to the host at the end (the only
+    host copy of a step's tokens)."""
+    if not requests:
+        return []
+    logits = shape_logits(requests, logits)
+    ids = torch.empty(len(requests), dtype=torch.long, device=logits.device)
     greedy = [i for i, r in enumerate(requests) if r.sampling.temperature == 0]
     if greedy:
-        for i, t in zip(greedy, sample(logits[greedy], temperature=0.0).tolist()):
-            tokens[i] = t
+        rows = torch.tensor(greedy, device=logits.device)
+        ids[rows] = sample(logits[rows], temperature=0.0)
     for i, r in enumerate(requests):
         if r.sampling.temperature > 0:
             p = r.sampling
-            tokens[i] = int(sample(logits[i:i + 1], temperature=p.temperature, top_k=p.top_k, top_p=p.top_p,
-                                   generator=r.generator)[0])
-    return tokens
+            ids[i:i + 1] = sample(logits[i:i + 1], temperature=p.temperature, top_k=p.top_k, top_p=p.top_p,
+                                  generator=r.generator)
+    return ids.tolist()
+
+
+def shape_logits(requests: list[Request], logits: torch.Tensor) -> torch.Tensor:
+    """The logits each request samples from, row i for requests[i] (vLLM's per-row logits
+    processors, batched: a few tensor operations for all rows, no Python loop over the
+    vocabulary): `repetition_penalty` (stage 04's `apply_repetition_penalty` over each
+    row's prompt + output, ragged rows padded with -1), and -inf on the stop tokens of a
+    request that has made fewer than `min_tokens` tokens. `logits` itself is returned,
+    unchanged, when no request asks for either (greedy stays `generate`'s argmax)."""
+    if not any(r.sampling.shapes_logits for r in requests):
+        return logits
+    logits = logits.clone()
+    device = logits.device
+    pen = [i for i, r in enumerate(requests) if r.sampling.repetition_penalty != 1]
+    if pen:
+        lengths = torch.tensor([requests[i].num_tokens for i in pen], device=device)
+        flat = torch.tensor([t for i in pen for t in requests[i].tokens], dtype=torch.long, device=device)
+        context = torch.full((len(pen), int(lengths.max())), -1, dtype=torch.long, device=device)
+        context[torch.arange(context.shape[1], device=device) < lengths[:, None]] = flat
+        penalty = torch.tensor([requests[i].sampling.repetition_penalty for i in pen], device=device)
+        rows = torch.tensor(pen, device=device)
+        logits[rows] = apply_repetition_penalty(logits[rows], context, penalty)
+    masked = [(i, t) for i, r in enumerate(requests) if len(r.output) < r.sampling.min_tokens for t in r.stop]
+    if masked:
+        rows, ids = torch.tensor(masked, dtype=torch.long, device=device).T
+        logits[rows, ids] = float("-inf")
+    return logits

@@ -63,10 +63,13 @@ def cpu_clock_ok(device) -> bool:
     return _device_of(device).type == "cpu" and torch.get_num_threads() == 1
 
 
-def collect(model: GPT | None = None, *, sections: Sequence[str] = SECTIONS, device=None, quick: bool = False,
-            trace_path: str | Path | None = None, progress: Callable[[str], None] | None = None) -> dict:
-    """Run the measurements of `sections` on `model` (default: the course's default model)
-    and return them as one JSON-able dict — the report's single source of numbers.
+def collect(model: GPT | None = None, *, sections: Sequence[str] = SECTIONS, device=None, dtype=None,
+            quick: bool = False, trace_path: str | Path | None = None,
+            progress: Callable[[str], None] | None = None) -> dict:
+    """Run the measurements of `sections` on `model` (default: the course's default model,
+    loaded straight onto `device` in `dtype`) and return them as one JSON-able dict — the
+    report's single source of numbers. A given model is moved to `device` / cast to `dtype`
+    when they are given (None: as it is).
 
     quick: fewer batch sizes and repeats (a few seconds; for demos and tests).
     Timings use the current torch thread count, recorded in `environment`; the timers,
@@ -80,11 +83,11 @@ def collect(model: GPT | None = None, *, sections: Sequence[str] = SECTIONS, dev
     say = progress or (lambda msg: None)
     device = _device_of(device) if device is not None else None
     if model is None:
-        model, what = default_model()
+        model, what = default_model(device=device or "cpu", dtype=dtype or torch.float32)
     else:
         what = "a given model"
-    if device is not None:
-        model = model.to(device)
+    if device is not None or dtype is not None:
+        model = model.to(device=device, dtype=dtype)
     device = model.transformer.wte.weight.device
     cfg = model.config
     repeat = 3 if quick else 7
