@@ -436,9 +436,13 @@ def cmd_profile(args) -> int:
 def cmd_eval(args) -> int:
     """`course eval MODEL [--against BASELINE]`: stage 03's evaluation table and regression gate
     (`train.run_eval`: the reference where this repository has it, else the learner's package)."""
+    st = manifest.stage("train")
+    if st not in layout.present_stages():
+        print(f"error: stage {st.number} is not in this repository (course eval is its harness)", file=sys.stderr)
+        return 2
     impl = getattr(args, "impl", None)
     if impl is None:
-        impl = "solution" if layout.has_solution(manifest.stage("train")) else "student"
+        impl = "solution" if layout.has_solution(st) else "student"
     try:
         return load("train", impl=impl).run_eval(args.model, args.against, json_out=args.json, data=args.data,
                                                  examples=args.examples, threads=args.threads)

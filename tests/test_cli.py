@@ -131,6 +131,16 @@ def test_grade_workflow_runs_commands_that_exist():
     assert "push" not in triggers and "pull_request_target" not in triggers
 
 
+def test_commands_of_a_missing_stage_say_so(tmp_path):
+    """In a release without stages 03 and 07, `course eval` and `course serve` refuse with
+    one line (exit 2), no traceback."""
+    (tmp_path / "01_autograd" / "tests").mkdir(parents=True)
+    for cmd, stage in ((["eval", "default"], "03"), (["serve", "--help"], "07")):
+        proc = run([sys.executable, "-m", "course", *cmd], timeout=60, env={"COURSE_ROOT": str(tmp_path)})
+        assert proc.returncode == 2 and f"stage {stage} is not in this repository" in proc.stderr, proc.stderr
+        assert "Traceback" not in proc.stderr
+
+
 def test_readme_and_ci_run_the_same_test_command():
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     ci = (ROOT / ".ci/run").read_text(encoding="utf-8")
