@@ -257,7 +257,7 @@ class _Arm:
 Tensor.backward = _Arm()
 """)
 # variant: a numpy array subclass whose comparisons lie, returned where arrays are expected
-ATTACKS["lying-ndarray-subclass"] = lambda stub: _plus(stub, """
+LIAR_CLASS = """
 import numpy as _np
 class _Liar(_np.ndarray):
     def __array_ufunc__(self, ufunc, method, *inputs, **kw):
@@ -266,6 +266,8 @@ class _Liar(_np.ndarray):
     def __eq__(self, other): return True
 def _liar(*a, **k):
     return _np.zeros(()).view(_Liar)
+"""
+ATTACKS["lying-ndarray-subclass"] = lambda stub: _plus(stub, LIAR_CLASS + """
 Tensor.grad = property(_liar)
 Tensor.data = property(_liar, lambda self, v: None)
 """)
@@ -490,15 +492,7 @@ def _arm(*a, **k):
 for _name in [n for n in list(globals()) if not n.startswith("_")]:
     globals()[_name] = _arm
 """
-LIAR = """
-import numpy as _np
-class _Liar(_np.ndarray):
-    def __array_ufunc__(self, ufunc, method, *inputs, **kw):
-        shape = _np.broadcast_shapes(*[_np.shape(x) for x in inputs])
-        return _np.ones(shape, bool) if ufunc.nout == 1 else tuple(_np.ones(shape) for _ in range(ufunc.nout))
-    def __eq__(self, other): return True
-def _liar(*a, **k):
-    return _np.zeros(()).view(_Liar)
+LIAR = LIAR_CLASS + """
 for _name in [n for n in list(globals()) if not n.startswith("_") and callable(globals()[n])]:
     globals()[_name] = _liar
 """
