@@ -84,14 +84,17 @@ KERNEL_WIDTH = 32  # in_features must be a multiple: see int8_matmul
 
 def int8_kernel_available() -> bool:
     """Whether this PyTorch build runs `torch._weight_int8pack_mm` (x (M, K) @ int8 (N, K).T
-    times per-row scales (N,)) on the CPU: checked once, on a tiny case."""
+    times per-row scales (N,)) on the CPU: the build must have a CPU kernel for it (asked of
+    torch's dispatcher, not by catching its error), and that kernel must get a tiny case right.
+    Checked once."""
     if not _KERNEL:
-        try:
+        op = "aten::_weight_int8pack_mm"
+        ok = hasattr(torch, "_weight_int8pack_mm") and torch._C._dispatch_has_kernel_for_dispatch_key(op, "CPU")
+        if ok:
             x, q = torch.ones(2, KERNEL_WIDTH, dtype=torch.bfloat16), torch.ones(4, KERNEL_WIDTH, dtype=torch.int8)
             y = torch._weight_int8pack_mm(x, q, torch.full((4,), 0.5, dtype=torch.bfloat16))
-            _KERNEL.append(bool(torch.equal(y.float(), torch.full((2, 4), KERNEL_WIDTH / 2))))
-        except (AttributeError, RuntimeError):  # RuntimeError covers torch's NotImplementedError
-            _KERNEL.append(False)
+            ok = bool(torch.equal(y.float(), torch.full((2, 4), KERNEL_WIDTH / 2)))
+        _KERNEL.append(ok)
     return _KERNEL[0]
 
 
