@@ -66,22 +66,29 @@ def test_notebook_runs_on_the_untouched_stub(st: manifest.Stage, monkeypatch):
 STAGE01_PARTIAL = (("1.1",), ("1.1", "1.2", "1.3", "1.4"))  # a learner partway through stage 01
 
 
+def _run_partway(st, solved, tmp_path, monkeypatch):
+    """The stage's notebook run with exercises `solved` written (the reference's regions) and
+    the rest holes, in a copy of its folder: [(cell source, its output)]."""
+    import shutil
+
+    from course import stubs
+
+    shutil.copytree(ROOT / st.folder, tmp_path / st.folder,
+                    ignore=shutil.ignore_patterns("__pycache__", st.module, "hidden_tests", "tests"))
+    (tmp_path / st.folder / "tests").mkdir()
+    stubs.write_partial(st, tmp_path / st.folder / st.module, set(solved))
+    return _execute(tmp_path / st.notebook, tmp_path, "student", monkeypatch)
+
+
 @pytest.mark.parametrize("solved", STAGE01_PARTIAL, ids=lambda s: f"through-{s[-1]}")
 def test_stage01_notebook_runs_partway_through(solved, tmp_path, monkeypatch):
     """With exercises up to 1.k written and the rest holes, the lesson still runs top to
     bottom; the cells of the written exercises run (no pause names them), and the first
     cell that needs a later one pauses on it."""
-    import shutil
-
-    from course import stubs
     from course.notebook import PAUSE
 
     st = manifest.stage("01")
-    shutil.copytree(ROOT / st.folder, tmp_path / st.folder,
-                    ignore=shutil.ignore_patterns("__pycache__", st.module, "hidden_tests", "tests"))
-    (tmp_path / st.folder / "tests").mkdir()
-    stubs.write_partial(st, tmp_path / st.folder / st.module, set(solved))
-    cells = _execute(tmp_path / st.notebook, tmp_path, "student", monkeypatch)
+    cells = _run_partway(st, solved, tmp_path, monkeypatch)
     pauses = [text for _, text in cells if PAUSE in text]
     for text in pauses:
         assert not any(f"exercise {ex} " in text for ex in solved), text
@@ -91,20 +98,12 @@ def test_stage01_notebook_runs_partway_through(solved, tmp_path, monkeypatch):
 
 def test_stage06_notebook_runs_partway_through(tmp_path, monkeypatch):
     """Stage 06 with exercises 6.1-6.4 written (allocator, block tables, cache, PyTorch
-    attention) and 6.5-6.8 holes: the lesson runs top to bottom, no pause names a written
+    attention) and 6.5-6.9 holes: the lesson runs top to bottom, no pause names a written
     exercise, and the Triton section is the first to pause (on 6.5)."""
-    import shutil
-
-    from course import stubs
     from course.notebook import PAUSE
 
     solved = ("6.1", "6.2", "6.3", "6.4")
-    st = manifest.stage("06")
-    shutil.copytree(ROOT / st.folder, tmp_path / st.folder,
-                    ignore=shutil.ignore_patterns("__pycache__", st.module, "hidden_tests", "tests"))
-    (tmp_path / st.folder / "tests").mkdir()
-    stubs.write_partial(st, tmp_path / st.folder / st.module, set(solved))
-    cells = _execute(tmp_path / st.notebook, tmp_path, "student", monkeypatch)
+    cells = _run_partway(manifest.stage("06"), solved, tmp_path, monkeypatch)
     pauses = [text for _, text in cells if PAUSE in text]
     for src, text in cells:
         assert "Traceback" not in text and text.count(PAUSE) <= 1, (src[:200], text[-500:])
