@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from solutions.checks import check_int
+from solutions.dedup import read_jsonl
 
 from .line_completion import CompletionExample, candidate_lines, select_examples
 from .perplexity import DOC_BYTES
@@ -51,17 +52,16 @@ class EvalSets:
 
 
 def read_split(path: str | Path, split: str) -> list[Document]:
-    """The documents of one JSONL split (records {"id", "text", "source"}), in file order."""
+    """The documents of one JSONL split as stage 02 writes them (records {"id", "text",
+    "source"}, read by stage 02's `read_jsonl`), in file order; blank lines are skipped, any
+    other bad line is a ValueError naming the file, the line and what is wrong."""
     docs = []
-    with Path(path).open(encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
-            if not line.strip():
+    for n, record, problem in read_jsonl(path):
+        if record is None:
+            if problem == "blank line":
                 continue
-            try:
-                r = json.loads(line)
-                docs.append(Document(split, str(r["id"]), source_kind(r.get("source", r["id"])), r["text"]))
-            except (json.JSONDecodeError, KeyError, TypeError) as e:
-                raise ValueError(f"{path}:{n}: not a JSONL record with 'id' and 'text' ({e})") from None
+            raise ValueError(f"{path}:{n}: {problem}")
+        docs.append(Document(split, record["id"], source_kind(record["source"]), record["text"]))
     return docs
 
 
