@@ -69,6 +69,7 @@ class PagedKVCache(BlockTables, PrefixSharing, CopyOnWrite, _CacheBase):
         self.block_tables = torch.full((batch, self.max_blocks), -1, dtype=torch.long, device=self.device)
         self.row_hashes: list[list[bytes]] = [[] for _ in range(batch)]  # keys of each row's committed blocks
         self._slots_for = (None, None, None)  # (rows, positions, slots) of the last write: layers share it
+        self._groups_for = (None, None)       # (q_pos, its length groups) of the last attend
 
     @property
     def nbytes(self) -> int:
@@ -82,7 +83,40 @@ class PagedKVCache(BlockTables, PrefixSharing, CopyOnWrite, _CacheBase):
         bt = self.block_tables[rows]
         if q.is_cuda and q.shape[2] == 1 and HAS_TRITON and q.dtype in (torch.float16, torch.bfloat16, torch.float32):
             return paged_decode_triton(q, self.k[layer], self.v[layer], bt, q_pos)
-        return paged_attention(q, self.k[layer], self.v[layer], bt, q_pos)
+        groups = self._length_groups(q_pos)
+        if groups is None:
+            return paged_attention(q, self.k[layer], self.v[layer], bt, q_pos)
+        y = torch.empty_like(q)
+        for idx in groups:
+            y[idx] = paged_attention(q[idx], self.k[layer], self.v[layer], bt[idx], q_pos[idx])
+        return y
+
+    #: Padded key blocks one `paged_attention` call may gather before rows of very different
+    #: lengths are split into calls of their own (a call gathers every row to its longest).
+    PAD_BLOCKS = 32
+
+    def _length_groups(self, q_pos: torch.Tensor) -> list[torch.Tensor] | None:
+        """Rows of one forward split by length, so that a short row is not gathered to a long
+        one's blocks: index tensors, longest rows first; None when one call wastes little.
+        Every layer of a forward passes the same `q_pos` object: computed once per forward."""
+        if self._groups_for[0] is q_pos:
+            return self._groups_for[1]
+        last = q_pos.max(dim=1).values.tolist()  # each row's last position
+        bs = self.block_size
+        order = sorted(range(len(last)), key=lambda b: -last[b])
+        groups: list[list[int]] = [[]]
+        widest, waste = 0, 0
+        for b in order:
+            nb = last[b] // bs + 1
+            if groups[-1] and waste + widest - nb > self.PAD_BLOCKS:
+                groups.append([])
+            if not groups[-1]:
+                widest, waste = nb, 0
+            waste += widest - nb
+            groups[-1].append(b)
+        out = None if len(groups) == 1 else [torch.tensor(g, device=q_pos.device) for g in groups]
+        self._groups_for = (q_pos, out)
+        return out
 
     def slot_usage(self) -> tuple[int, int]:
         """(slots holding a real token, slots of allocated blocks), each physical block

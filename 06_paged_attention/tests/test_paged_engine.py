@@ -57,6 +57,26 @@ def test_random_traces_and_tight_memory(model, alone, serve, seed, bs, blocks, b
         assert r.output == alone(r.prompt, r.max_new_tokens)[0], f"request {r.request_id}"
 
 
+@pytest.mark.parametrize("split", [False, True], ids=["one-call", "every-length-its-own-call"])
+def test_rows_split_by_length_give_the_same_tokens(model, alone, serve, monkeypatch, split):
+    """The given `PagedKVCache.attend` gathers rows of very different lengths in calls of
+    their own (past `PAD_BLOCKS` padded blocks), and stage 05's `forward_chunks` gives a
+    prompt chunk a forward of its own past `PAD_TOKENS` padded positions: split or not,
+    every request gets the tokens it gets alone."""
+    from solutions.batching import model_runner
+    monkeypatch.setattr(p.PagedKVCache, "PAD_BLOCKS", 0 if split else 10**9)
+    monkeypatch.setattr(model_runner, "PAD_TOKENS", 0 if split else 10**9)
+    seen = []
+    groups = p.PagedKVCache._length_groups
+    monkeypatch.setattr(p.PagedKVCache, "_length_groups", lambda self, q_pos: seen.append(groups(self, q_pos)) or seen[-1])
+    trace = make_trace(12, profile="mix", seed=5, short_prompt=(2, 6), long_prompt=(20, 30), short_output=(2, 8),
+                       long_output=(8, 14))
+    res = serve(lambda c: p.PagedEngine(model, ContinuousBatching(8), block_size=2, clock=c), trace)
+    for r in res.requests:
+        assert r.output == alone(r.prompt, r.max_new_tokens)[0], f"request {r.request_id}"
+    assert max((len(g) for g in seen if g is not None), default=1) > 1 if split else all(g is None for g in seen)
+
+
 def test_seeded_sampling_is_unchanged(model, alone, serve):
     sampling = SamplingParams(temperature=0.8, top_k=50, seed=11)
     trace = small_trace(5)

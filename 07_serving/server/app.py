@@ -284,9 +284,21 @@ def build_app(engine: Engine, tokenizer: ByteTokenizer | None = None, config: Se
     return app
 
 
-def make_engine(model: GPT, *, max_batch_size: int = 16, max_tokens_per_step: int | None = 256,
-                block_size: int = 16, num_blocks: int | None = None) -> Engine:
+#: The server's defaults, chosen by measurement (the stage 07 lesson, "How many rows a step"):
+#: up to 128 rows a step, 1024 tokens a step, KV memory for 64 whole contexts.
+MAX_BATCH_SIZE, MAX_TOKENS_PER_STEP, KV_CONTEXTS = 128, 1024, 64
+
+
+def make_engine(model: GPT, *, max_batch_size: int = MAX_BATCH_SIZE,
+                max_tokens_per_step: int | None = MAX_TOKENS_PER_STEP, block_size: int = 16,
+                num_blocks: int | None = None) -> Engine:
     """The engine the server runs: stage 06's PagedEngine (paged KV blocks, prefix caching,
-    copy-on-write forks for n > 1) over stage 05's continuous batching with chunked prefill."""
+    copy-on-write forks for n > 1) over stage 05's continuous batching with chunked prefill.
+
+    What bounds a step is the KV memory (`num_blocks`, default: `KV_CONTEXTS` whole contexts
+    of the model) and the token budget (`max_tokens_per_step`, vLLM's
+    `max_num_batched_tokens`); `max_batch_size` (vLLM's `max_num_seqs`) only caps the rows."""
+    if num_blocks is None:
+        num_blocks = -(-KV_CONTEXTS * model.config.block_size // block_size)
     scheduler = ContinuousBatching(max_batch_size, max_tokens_per_step=max_tokens_per_step)
     return PagedEngine(model, scheduler, block_size=block_size, num_blocks=num_blocks)

@@ -204,7 +204,7 @@ class EngineLoop:
             seq = self.seqs.get(request.request_id)
             if seq is None:
                 continue
-            text, stopped = seq.detok.push(token)
+            text, stopped = seq.detok.push(token, hold_stops=len(request.output) <= request.sampling.min_tokens)
             if text:
                 seq.job.stream.put(("delta", seq.index, text))
             if stopped and not request.finished:

@@ -95,8 +95,12 @@ def start(tiny_model):
 
     srv = course.load("server")  # here, not at import: --impl is known only now
 
-    def run(*, step_delay: float = 0.0, max_batch_size: int = 8, model=None, gate=None, **config):
-        engine = srv.make_engine(model or tiny_model, max_batch_size=max_batch_size, max_tokens_per_step=64)
+    def run(*, step_delay: float = 0.0, max_batch_size: int = 8, model=None, gate=None, num_blocks=None, **config):
+        model = model or tiny_model
+        # KV memory of max_batch_size whole contexts (the tests' sizes are counted in it),
+        # not the server's default of many more
+        num_blocks = num_blocks or -(-max_batch_size * model.config.block_size // 16)
+        engine = srv.make_engine(model, max_batch_size=max_batch_size, max_tokens_per_step=64, num_blocks=num_blocks)
         if step_delay or gate is not None:
             slow(engine, step_delay, gate)
         if gate is not None:

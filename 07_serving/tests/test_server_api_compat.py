@@ -126,6 +126,45 @@ def test_sampling_extras_reach_the_engine(server, oai, tiny_model, kit):
     kit.assert_clean(server)
 
 
+@pytest.mark.given
+@pytest.mark.parametrize("min_tokens, stop, want", [
+    (0, ["e"], (" is L", True)), (5, ["e"], (" is L", True)), (6, ["e"], (" is Le", True)),
+    (7, ["ee,"], (" is L", True)), (8, ["ee,"], (" is Lee, and I'm a student", False)),
+    (3, ["s", "Lee"], (" is ", True)), (2, ["s", "Lee"], (" i", True)), (99, ["e"], (" is Lee, and I'm a student", False)),
+])
+def test_min_tokens_holds_back_stop_strings_as_vllm_does(min_tokens, stop, want):
+    """vLLM's rule (its detokenizer): stop strings count only once the sequence has more than
+    `min_tokens` tokens; one that ends within the first `min_tokens` tokens' text never
+    counts, one that starts there and ends later does (byte tokens: one token a byte here)."""
+    d = srv.Detokenizer(stop)
+    out = ""
+    for i, b in enumerate(" is Lee, and I'm a student".encode()):
+        text, stopped = d.push(b, hold_stops=i + 1 <= min_tokens)
+        out += text
+        if stopped:
+            assert (out, True) == want
+            return
+    assert (out + d.flush(), False) == want
+
+
+@pytest.mark.exercise("7.5")
+def test_min_tokens_holds_back_stop_strings_over_http(server, oai, tiny_model, kit):
+    tok = ByteTokenizer()
+    ids, _ = generate_alone(tiny_model, tok.encode("ab"), 16, stop=[EOT])
+    data = bytes(i for i in ids if i < 256)
+    byte = next((b for b in data if 33 <= b < 127 and data.count(b) > 1), None)
+    assert byte is not None, f"the tiny model's answer {data!r} has no printable byte twice to stop at"
+    first, stop = data.index(byte), chr(byte)
+    cut = oai.completions.create(model=M, prompt="ab", max_tokens=16, temperature=0, stop=[stop])
+    assert cut.choices[0].text == tok.decode(list(data[:first])) and cut.choices[0].finish_reason == "stop"
+    # the stop string ends in the first min_tokens tokens: it does not count; the next one does
+    held = oai.completions.create(model=M, prompt="ab", max_tokens=16, temperature=0, stop=[stop],
+                                  extra_body={"min_tokens": first + 1})
+    later = data.find(byte, first + 1)
+    assert held.choices[0].text == tok.decode(list(data if later < 0 else data[:later]))
+    kit.assert_clean(server)
+
+
 # ---- a list of prompts ----------------------------------------------------------------------
 
 @pytest.mark.given

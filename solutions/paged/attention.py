@@ -40,11 +40,11 @@ def paged_attention(q: torch.Tensor, k_pool: torch.Tensor, v_pool: torch.Tensor,
     K = k_pool.index_select(0, bt).view(B, nb * bs, H, D)[:, :L]   # (B, L, H, D), one copy
     V = v_pool.index_select(0, bt).view(B, nb * bs, H, D)[:, :L]
     keys = torch.arange(L, device=q.device)
-    stale = keys > last[:, None]                               # (B, L) past the row's length
-    any_stale = bool(stale.any())
-    if any_stale:                                              # zero them in place (K, V are copies)
-        K.masked_fill_(stale[:, :, None, None], 0)
-        V.masked_fill_(stale[:, :, None, None], 0)
+    stale = (keys > last[:, None]).nonzero(as_tuple=True)     # (row, key) past the row's length
+    any_stale = len(stale[0]) > 0
+    if any_stale:                                              # zero just those, in place (K, V are copies)
+        K[stale] = 0
+        V[stale] = 0
     mask, causal = None, False
     if T == 1 and not any_stale:
         pass                                                   # decode, equal lengths: all visible

@@ -14,7 +14,7 @@ from solutions.device import DeviceError, add_device_arguments, device_from_args
 from solutions.gpt import GPT, load_checkpoint, load_default
 from solutions.tokenizer import ByteTokenizer
 
-from .app import build_app, make_engine
+from .app import KV_CONTEXTS, MAX_BATCH_SIZE, MAX_TOKENS_PER_STEP, build_app, make_engine
 from .shutdown import CourseServer
 from .state import ServerConfig
 
@@ -32,6 +32,22 @@ def _load_model(spec: str, device: torch.device | str = "cpu", dtype: torch.dtyp
         raise ValueError(f"--model {spec}: not a checkpoint written by solutions.gpt.save_checkpoint ({e})") from None
 
 
+#: The narrowest model whose matmuls a second intra-op thread speeds up rather than slows
+#: down, measured (the stage 07 lesson): below it, the engine runs on one thread and the
+#: other cores serve HTTP (the event loop runs while a step's kernels hold no GIL).
+PARALLEL_WIDTH = 1024
+
+
+def engine_threads(model: GPT, cores: int) -> int:
+    """The engine thread's torch (intra-op) threads when the server may use `cores` CPU
+    cores: 1 for a model narrower than `PARALLEL_WIDTH` (or a model on a GPU), else one core
+    less than given (one is left for the HTTP event loop), at least 1."""
+    on_gpu = model.transformer.wte.weight.device.type != "cpu"
+    if on_gpu or model.config.n_embd < PARALLEL_WIDTH:
+        return 1
+    return max(1, cores - 1)
+
+
 def main(argv: list[str] | None = None, prog: str = "python -m solutions.server") -> int:
     """`python -m solutions.server` (or `course serve`): serve a model on loopback until
     SIGINT/SIGTERM. Exit 0 after a shutdown; 2 with `error: ...` for a bad argument, a
@@ -43,8 +59,14 @@ def main(argv: list[str] | None = None, prog: str = "python -m solutions.server"
     p.add_argument("--model", default="default", help="'default' or a checkpoint path")
     p.add_argument("--api-key", default=None, help="require 'Authorization: Bearer KEY' on /v1/*")
     p.add_argument("--request-log", default=None, metavar="FILE", help="append one JSON line per request")
-    p.add_argument("--max-batch-size", type=int, default=16)
-    p.add_argument("--num-blocks", type=int, default=None, help="KV blocks of 16 tokens (default: batch x context)")
+    p.add_argument("--max-batch-size", "--max-num-seqs", type=int, default=MAX_BATCH_SIZE,
+                   help=f"most rows one engine step runs (vLLM's --max-num-seqs; default {MAX_BATCH_SIZE}): "
+                        "the KV memory and the token budget bound it first")
+    p.add_argument("--max-tokens-per-step", "--max-num-batched-tokens", type=int, default=MAX_TOKENS_PER_STEP,
+                   help=f"token budget of one step, prefill chunks + decodes (vLLM's --max-num-batched-tokens; "
+                        f"default {MAX_TOKENS_PER_STEP})")
+    p.add_argument("--num-blocks", type=int, default=None,
+                   help=f"KV memory in blocks of 16 tokens (default: {KV_CONTEXTS} whole contexts of the model)")
     p.add_argument("--max-queue-tokens", type=int, default=None,
                    help="admission: tokens that may wait beyond the KV memory (default: as many as it holds)")
     p.add_argument("--max-queue-wait", type=float, default=10.0, metavar="S",
@@ -54,7 +76,9 @@ def main(argv: list[str] | None = None, prog: str = "python -m solutions.server"
     p.add_argument("--first-token-timeout", type=float, default=None, metavar="S")
     p.add_argument("--timeout", type=float, default=None, metavar="S")
     p.add_argument("--grace", type=float, default=10.0, metavar="S", help="shutdown grace period")
-    p.add_argument("--threads", type=int, default=1, help="torch threads for the engine (CPU)")
+    p.add_argument("--threads", type=int, default=1,
+                   help="CPU cores the server may use (default 1); the engine's torch threads follow "
+                        "`engine_threads`: 1 for a model this small, whatever this says")
     add_device_arguments(p)
     args = p.parse_args(argv)
     try:
@@ -62,7 +86,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m solutions.server"
             raise ValueError(f"--port must be in 0..65535, got {args.port}")
         if args.num_blocks is not None and args.num_blocks < 1:
             raise ValueError(f"--num-blocks must be >= 1, got {args.num_blocks}")
-        for name in ("max_batch_size", "threads"):
+        for name in ("max_batch_size", "max_tokens_per_step", "threads"):
             if getattr(args, name) < 1:
                 raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
         for name in ("first_token_timeout", "timeout"):
@@ -84,18 +108,21 @@ def main(argv: list[str] | None = None, prog: str = "python -m solutions.server"
     except (DeviceError, ValueError, FileNotFoundError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    torch.set_num_threads(args.threads)
+    threads = engine_threads(model, args.threads)
+    torch.set_num_threads(threads)
     # The engine thread and the event loop share one interpreter lock; by default a thread
     # waiting for it may wait 5 ms, a whole decode step here. Hand it over more often.
     sys.setswitchinterval(0.0005)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-    logging.getLogger("course.server").info("model on %s in %s", device, dtype_name(dtype))
+    logging.getLogger("course.server").info("model on %s in %s, %d torch thread(s) of the %d core(s) given",
+                                            device, dtype_name(dtype), threads, args.threads)
     config = ServerConfig(api_key=args.api_key, max_queue_tokens=args.max_queue_tokens,
                           max_queue_wait_s=args.max_queue_wait or None,
                           first_token_timeout_s=args.first_token_timeout, timeout_s=args.timeout,
                           shutdown_grace_s=args.grace, request_log=args.request_log, admission=not args.no_admission)
     try:
-        engine = make_engine(model, max_batch_size=args.max_batch_size, num_blocks=args.num_blocks)
+        engine = make_engine(model, max_batch_size=args.max_batch_size, max_tokens_per_step=args.max_tokens_per_step,
+                             num_blocks=args.num_blocks)
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -12,7 +12,9 @@ class Detokenizer:
     and nothing is emitted before the character is whole. Stop strings: text that could
     still be the start of a stop string is held back; when one appears, the text before
     it is the last delta and the sequence stops (the stop string itself is not returned,
-    as in OpenAI's API).
+    as in OpenAI's API). A stop string that ends before `stop_after` characters of text
+    (`hold_stops`: the text of a sequence's first `min_tokens` tokens, as vLLM counts them)
+    does not count.
     """
 
     def __init__(self, stop: tuple[str, ...] = ()):
@@ -20,19 +22,26 @@ class Detokenizer:
         self._hold = max((len(s) for s in self.stop), default=1) - 1
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         self._pending = ""
+        self._blind = 0  # characters at the start of `_pending` a stop string may not end in
 
-    def push(self, token: int) -> tuple[str, bool]:
-        """Add a token; return (text to emit now, whether a stop string ended the sequence)."""
+    def push(self, token: int, *, hold_stops: bool = False) -> tuple[str, bool]:
+        """Add a token; return (text to emit now, whether a stop string ended the sequence).
+        `hold_stops`: this token is among the first `min_tokens`, so no stop string may end
+        in the text so far (one that starts in it and ends later still counts)."""
         if not 0 <= token < 256:
             return "", False
         self._pending += self._decoder.decode(bytes([token]))
+        if hold_stops:
+            self._blind = len(self._pending)
         if self.stop:
-            hits = [i for i in (self._pending.find(s) for s in self.stop) if i >= 0]
+            hits = [i for i in (self._pending.find(s, max(0, self._blind - len(s) + 1)) for s in self.stop) if i >= 0]
             if hits:
                 out, self._pending = self._pending[:min(hits)], ""
                 return out, True
             keep = min(self._hold, len(self._pending))
-            out, self._pending = self._pending[:len(self._pending) - keep], self._pending[len(self._pending) - keep:]
+            cut = len(self._pending) - keep
+            out, self._pending = self._pending[:cut], self._pending[cut:]
+            self._blind = max(0, self._blind - cut)
             return out, False
         out, self._pending = self._pending, ""
         return out, False
@@ -40,4 +49,5 @@ class Detokenizer:
     def flush(self) -> str:
         """The held-back text at the end of the sequence."""
         out, self._pending = self._pending + self._decoder.decode(b"", final=True), ""
+        self._blind = 0
         return out
