@@ -54,6 +54,25 @@ def test_a_body_not_declared_json_is_refused_with_415(server, kit):
     kit.assert_clean(server)
 
 
+@pytest.mark.given
+def test_a_client_gone_while_sending_its_body_is_no_server_error(server, kit, caplog):
+    """A body cut short (the client closes the connection mid-body): nobody is answered,
+    nothing is logged as a handler error, nothing is held, and the server serves on."""
+    import socket
+    import time
+
+    host, port = server.url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=5) as sock:
+        sock.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                     b"Content-Length: 1000\r\n\r\n" + BODY.encode()[:10])
+        time.sleep(0.2)
+    time.sleep(0.3)
+    assert not [r for r in caplog.records if "handler error" in r.getMessage()], caplog.text
+    with kit.client(server) as c:
+        assert c.post("/v1/completions", content=BODY, headers={"content-type": "application/json"}).status_code == 200
+    kit.assert_clean(server)
+
+
 # ---- vLLM's sampling extras -----------------------------------------------------------------
 
 @pytest.mark.given

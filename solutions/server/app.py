@@ -14,6 +14,7 @@ from fastapi import FastAPI, Request as HTTPRequest
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import ClientDisconnect
 
 from solutions.batching import ContinuousBatching, Engine
 from solutions.gpt import GPT
@@ -195,11 +196,14 @@ async def _read_body(request: HTTPRequest, limit: int) -> bytes:
 
 
 async def _guarded(request: HTTPRequest, state: ServerState, kind: str) -> Response:
-    """`_generate`, with any unexpected exception answered as an OpenAI-shaped 500."""
+    """`_generate`, with any unexpected exception answered as an OpenAI-shaped 500 (a client
+    gone while sending its body is no error: 499, nothing logged)."""
     try:
         return await _generate(request, state, kind)
     except APIError:
         raise
+    except ClientDisconnect:  # the client left while sending its body: nobody to answer
+        return Response(status_code=499)
     except Exception as e:
         log.exception("handler error")
         return APIError(500, f"internal error: {type(e).__name__}: {e}", type="internal_error").response()
