@@ -34,18 +34,13 @@ def _load_model(spec: str, device: torch.device | str = "cpu", dtype: torch.dtyp
         raise ValueError(f"--model {spec}: not a checkpoint written by solutions.gpt.save_checkpoint ({e})") from None
 
 
-#: The narrowest model whose matmuls a second intra-op thread speeds up rather than slows
-#: down, measured (the stage 07 lesson): below it, the engine runs on one thread and the
-#: other cores serve HTTP (the event loop runs while a step's kernels hold no GIL).
-PARALLEL_WIDTH = 1024
-
-
 def engine_threads(model: GPT, cores: int) -> int:
     """The engine thread's torch (intra-op) threads when the server may use `cores` CPU
-    cores: 1 for a model narrower than `PARALLEL_WIDTH` (or a model on a GPU), else one core
-    less than given (one is left for the HTTP event loop), at least 1."""
-    on_gpu = model.transformer.wte.weight.device.type != "cpu"
-    if on_gpu or model.config.n_embd < PARALLEL_WIDTH:
+    cores: one core is left to the HTTP side (the event loop parses, streams and
+    detokenises while a step's kernels hold no GIL, and a client on the same machine needs
+    one too), so cores - 1, at least 1; 1 for a model on a GPU. Measured in
+    07_serving/bench_vllm.py (`--threads 2`, against `--torch-threads 2`)."""
+    if model.transformer.wte.weight.device.type != "cpu":
         return 1
     return max(1, cores - 1)
 
@@ -79,8 +74,10 @@ def main(argv: list[str] | None = None, prog: str = "python -m solutions.server"
     p.add_argument("--timeout", type=float, default=None, metavar="S")
     p.add_argument("--grace", type=float, default=10.0, metavar="S", help="shutdown grace period")
     p.add_argument("--threads", type=int, default=1,
-                   help="CPU cores the server may use (default 1); the engine's torch threads follow "
-                        "`engine_threads`: 1 for a model this small, whatever this says")
+                   help="CPU cores the server may use (default 1): the engine gets cores - 1 torch threads "
+                        "(at least 1), one core is left to HTTP")
+    p.add_argument("--torch-threads", type=int, default=None, metavar="N",
+                   help="the engine's torch threads, overriding the rule above (for measuring it)")
     add_device_arguments(p)
     args = p.parse_args(argv)
     try:
@@ -88,8 +85,8 @@ def main(argv: list[str] | None = None, prog: str = "python -m solutions.server"
             raise ValueError(f"--port must be in 0..65535, got {args.port}")
         if args.num_blocks is not None and args.num_blocks < 1:
             raise ValueError(f"--num-blocks must be >= 1, got {args.num_blocks}")
-        for name in ("max_batch_size", "max_tokens_per_step", "threads"):
-            if getattr(args, name) < 1:
+        for name in ("max_batch_size", "max_tokens_per_step", "threads", "torch_threads"):
+            if getattr(args, name) is not None and getattr(args, name) < 1:
                 raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
         for name in ("first_token_timeout", "timeout"):
             v = getattr(args, name)
@@ -110,7 +107,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m solutions.server"
     except (DeviceError, ValueError, FileNotFoundError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    threads = engine_threads(model, args.threads)
+    threads = engine_threads(model, args.threads) if args.torch_threads is None else args.torch_threads
     torch.set_num_threads(threads)
     # The engine thread and the event loop share one interpreter lock; by default a thread
     # waiting for it may wait 5 ms, a whole decode step here. Hand it over more often.

@@ -1,0 +1,136 @@
+"""Stage 07 benchmark: how many rows a step, how many tokens a step, how many threads: the
+measurements behind the server's defaults (`solutions/server/app.py`: MAX_BATCH_SIZE,
+MAX_TOKENS_PER_STEP), and what a second torch thread gives the engine alone.
+
+  sweep    the server's engine offline (stage 06's PagedEngine over continuous batching,
+           the default model, KV memory of 64 contexts, ignore_eos) on two bursts, all
+           requests at once: 64 requests of 64 prompt / 64 output tokens, and 100 of stage
+           05's 6:3:1 mix; output tokens/s for each (max_batch_size, max_tokens_per_step),
+           interleaved repeats, medians. A step's rows are bounded by the KV memory and the
+           token budget; max_batch_size only caps them.
+  split    the same engine with its two length splits off (PAD_TOKENS and PAD_BLOCKS set so
+           high that nothing is split): what padding a short row to a long one costs.
+  threads  one decode step of 64 rows (each 128 tokens into its context) of random GPTs of
+           widths 128 .. 512 (4 layers), at 1 and 2 torch threads, interleaved: what a second
+           intra-op thread gives an engine alone, with a core free for it (the server leaves
+           that core to HTTP instead: `engine_threads`, measured in bench_vllm.py).
+
+    python 07_serving/bench_batch.py [--quick] [--repeat N] [--json FILE]
+
+Every engine here runs on one torch thread except the `threads` rows. The machine is shared:
+read the ratios, which one run compares, not the absolute figures.
+"""
+
+from __future__ import annotations
+
+import random
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # run from anywhere in the repo
+
+from course.benchmark import Report, bench_args, measure  # noqa: E402
+from solutions.batching import Request, SamplingParams, model_runner  # noqa: E402
+from solutions.gpt import load_default, random_gpt  # noqa: E402
+from solutions.kv_cache import forward_cached  # noqa: E402
+from solutions.paged import PagedKVCache  # noqa: E402
+from solutions.server.app import make_engine  # noqa: E402
+from solutions.tokenizer import EOT  # noqa: E402
+from solutions.workload import make_trace  # noqa: E402
+
+
+def bursts() -> dict[str, list[tuple[list[int], int]]]:
+    rng = random.Random(0)
+    return {"64 x 64/64": [([rng.randrange(32, 127) for _ in range(64)], 64) for _ in range(64)],
+            "100 mix": [(list(r.prompt), r.max_new_tokens) for r in make_trace(100, profile="mix")]}
+
+
+def run_burst(model, load, rows: int, budget: int) -> float:
+    """Output tokens/s of one burst through a fresh engine."""
+    engine = make_engine(model, max_batch_size=rows, max_tokens_per_step=budget)
+    for i, (prompt, out) in enumerate(load):
+        engine.add_request(Request(prompt, out, sampling=SamplingParams(ignore_eos=True), stop=[EOT],
+                                   request_id=str(i)))
+    tokens, start = 0, time.perf_counter()
+    while engine.has_unfinished():
+        tokens += len(engine.step().tokens)
+    return tokens / (time.perf_counter() - start)
+
+
+def sweep(model, configs, repeat: int) -> dict:
+    """{(load, rows, budget): median tok/s}, every config once per repeat, interleaved."""
+    loads = bursts()
+    run_burst(model, loads["64 x 64/64"], 16, 256)  # warm-up
+    got: dict = {}
+    for _ in range(repeat):
+        for name, load in loads.items():
+            for rows, budget in configs:
+                got.setdefault((name, rows, budget), []).append(run_burst(model, load, rows, budget))
+    return {k: statistics.median(v) for k, v in got.items()}
+
+
+def decode_step_time(width: int, threads: int, repeat: int) -> float:
+    """Median seconds of one 64-row decode step, each row 128 tokens into its context."""
+    model = random_gpt(256, seed=0, std=0.02, n_layer=4, n_head=max(1, width // 64), n_embd=width)
+    cache = PagedKVCache.for_model(model, 64, max_len=256)
+    forward_cached(model, torch.randint(32, 127, (64, 128)), cache)
+    idx = torch.randint(32, 127, (64, 1))
+
+    def step():
+        forward_cached(model, idx, cache)
+        cache.lengths -= 1  # the same position again next time
+
+    torch.set_num_threads(threads)
+    try:
+        return measure(step, repeat=repeat, warmup=2).median
+    finally:
+        torch.set_num_threads(1)
+
+
+def main() -> None:
+    args = bench_args("Stage 07: rows, tokens and threads per engine step")
+    torch.set_num_threads(1)
+    rep = Report("07_serving", args, title="rows and tokens a step (offline engine, 1 thread), threads by width")
+    model, _ = load_default()
+    configs = ([(16, 256), (64, 1024), (128, 1024)] if args.quick else
+               [(16, 256), (32, 256), (64, 256), (64, 1024), (128, 256), (128, 1024), (128, 2048), (256, 1024)])
+    repeat = 1 if args.quick else max(3, args.repeat // 2)
+    res = sweep(model, configs, repeat)
+    base = {name: res[(name, 16, 256)] for name in bursts()}
+    for (name, rows, budget), tok_s in res.items():
+        rep.add(f"sweep {name}: rows {rows}, budget {budget}", tok_s=round(tok_s), vs_16_256=round(tok_s / base[name], 2))
+
+    saved = (model_runner.PAD_TOKENS, PagedKVCache.PAD_BLOCKS)
+    split_on = {}
+    for name, load in bursts().items():
+        on, off = [], []
+        for _ in range(repeat):
+            on.append(run_burst(model, load, 128, 1024))
+            model_runner.PAD_TOKENS, PagedKVCache.PAD_BLOCKS = 10**9, 10**9
+            try:
+                off.append(run_burst(model, load, 128, 1024))
+            finally:
+                model_runner.PAD_TOKENS, PagedKVCache.PAD_BLOCKS = saved
+        split_on[name] = statistics.median(on)
+        rep.add(f"split {name}: rows 128, budget 1024", tok_s=round(split_on[name]),
+                unsplit_tok_s=round(statistics.median(off)),
+                split_vs_unsplit=round(split_on[name] / statistics.median(off), 2))
+
+    for width in ([128] if args.quick else [128, 256, 512]):
+        one, two = [], []
+        for _ in range(3):
+            one.append(decode_step_time(width, 1, args.repeat))
+            two.append(decode_step_time(width, 2, args.repeat))
+        t1, t2 = statistics.median(one), statistics.median(two)
+        rep.add(f"threads: decode step, 64 rows, width {width}", one_thread_ms=round(t1 * 1e3, 2),
+                two_threads_ms=round(t2 * 1e3, 2), speedup=round(t1 / t2, 2))
+    rep.finish()
+
+
+if __name__ == "__main__":
+    main()
