@@ -44,6 +44,12 @@ def engine_stats(engine: Engine, steps: int = 0) -> dict:
             "prefix_hits": int(getattr(engine, "prefix_hits", 0)), "steps": int(steps)}
 
 
+def _run_calls(calls: list) -> None:
+    """On the event loop's thread: each (fn, args) of a step, in order."""
+    for fn, args in calls:
+        fn(*args)
+
+
 def forget(engine: Engine, request_id: str) -> None:
     """Drop a FINISHED request from the engine's bookkeeping (`engine.requests` would
     otherwise grow for ever: memory must stay flat over a long run)."""
@@ -79,8 +85,9 @@ class EngineLoop:
 
     HTTP handlers hand it commands through a thread-safe queue: ("add", job) and
     ("abort", job_id, reason). Between steps it applies them, aborts requests past their
-    deadlines (7.3), runs one `engine.step()`, turns tokens into text and pushes them to
-    each job's TokenStream (7.5), and retires finished sequences: log line and metrics
+    deadlines (7.3), runs one `engine.step()`, turns tokens into text for each job's
+    TokenStream (7.5: the step's events reach the event loop in one call, `_flush`), and
+    retires finished sequences: log line and metrics
     (7.6), `forget` (flat memory), the admission ticket released (7.2) and counted as
     served (the service rate the admission queue is sized by).
     """
@@ -92,8 +99,31 @@ class EngineLoop:
         self.seqs: dict[str, _Seq] = {}
         self.steps_run = 0  # engine steps that ran, counted here (the engine's step log is trimmed)
         self.stats = engine_stats(engine, self.steps_run)
+        self._outbox: list[tuple] = []  # (loop, fn, args) of this step, for `_flush`
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="course-engine", daemon=True)
+
+    def _send(self, job: Job, event: tuple) -> None:
+        """An event for a job's stream, handed over by `_flush` at the end of this step."""
+        self._outbox.append((job.stream.loop, job.stream.queue.put_nowait, (event,)))
+
+    def _flush(self) -> None:
+        """Hand this step's events (and callbacks) to the event loop in ONE
+        `call_soon_threadsafe` per loop, instead of one per token (7.5's `TokenStream.put`
+        is that call for a single event): each wake-up of the loop costs the engine thread
+        a write to the loop's self-pipe and the interpreter lock it then waits to get back,
+        so per token that was most of a step's time at 64 rows (the stage 07 lesson measures
+        it). On the loop's thread they run in the order they were queued; a closed loop (the
+        server is gone) drops them."""
+        if not self._outbox:
+            return
+        by_loop: dict = {}
+        for loop, fn, args in self._outbox:
+            by_loop.setdefault(loop, []).append((fn, args))
+        self._outbox = []
+        for loop, calls in by_loop.items():
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(_run_calls, calls)
 
     def start(self) -> None:
         self._thread.start()
@@ -130,6 +160,7 @@ class EngineLoop:
                         log.error("could not fail job %s", job.id, exc_info=e2)
                         self.jobs.pop(job.id, None)
                         job.stream.put(("error", APIError(500, "engine error", type="internal_error")))
+            self._flush()
             self.stats = engine_stats(self.engine, self.steps_run)
             self.state.metrics.update_engine(self.stats)
 
@@ -204,7 +235,7 @@ class EngineLoop:
                 continue
             text, stopped = seq.detok.push(token, hold_stops=len(request.output) <= request.sampling.min_tokens)
             if text:
-                seq.job.stream.put(("delta", seq.index, text))
+                self._send(seq.job, ("delta", seq.index, text))
             if stopped and not request.finished:
                 seq.reason = "stop"
                 self.engine.abort(request.request_id)
@@ -223,8 +254,8 @@ class EngineLoop:
         if reason in ("stop", "length"):
             rest = seq.detok.flush()
             if rest:
-                job.stream.put(("delta", seq.index, rest))
-            job.stream.put(("finish", seq.index, reason, len(r.prompt), len(r.output)))
+                self._send(job, ("delta", seq.index, rest))
+            self._send(job, ("finish", seq.index, reason, len(r.prompt), len(r.output)))
         self.state.record(r, reason)
         forget(self.engine, r.request_id)
         if not any(s.request.request_id in self.seqs for s in job.seqs.values()):
@@ -236,9 +267,8 @@ class EngineLoop:
             job.done = True
             self.state.admission.served(job.ticket)   # released, and counted in the service rate
             # a handler normally forgets its job itself; this covers one whose client left
-            # before its response even started
-            with contextlib.suppress(RuntimeError):
-                job.stream.loop.call_soon_threadsafe(self.state.jobs.pop, job.id, None)
+            # before its response even started (after the job's last events)
+            self._outbox.append((job.stream.loop, self.state.jobs.pop, (job.id, None)))
 
     def _fail(self, job: Job, error: APIError | str) -> None:
         """Abort every unfinished sequence of a job; tell its client why (unless the client
@@ -250,5 +280,5 @@ class EngineLoop:
                 seq.reason = "abort"
                 self._finish(seq)
         if isinstance(error, APIError):
-            job.stream.put(("error", error))
+            self._send(job, ("error", error))
         self._close(job)
