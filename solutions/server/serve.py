@@ -61,7 +61,7 @@ def serve_in_thread(engine: Engine, tokenizer: ByteTokenizer | None = None, conf
     sock.bind((host, port))
     port = sock.getsockname()[1]
     ucfg = uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=5,
-                          access_log=False, loop="asyncio", http="h11")
+                          access_log=False)  # loop and parser "auto": uvloop and httptools, as `course serve`
     server = CourseServer(ucfg, app.state.course, config.shutdown_grace_s)
     handle: ServerHandle | None = None
 

@@ -1,0 +1,133 @@
+"""Stage 07 benchmark: the host work of one server step — what the engine thread does
+around the model — measured with stage 08's profiler and by timing the engine loop itself.
+
+The server runs in this process (`serve_in_thread`, the engine of `make_engine` with
+`--rows` rows, 1 torch thread); a burst of `--requests` streaming requests of 64 prompt /
+64 output tokens (token ids, `ignore_eos`, temperature 0) comes from a client in a second
+process. Reported, medians over the steps that ran at least `--rows // 2` rows:
+
+  step_ms      `engine.step()` (scheduling, slot mapping, the forward, sampling)
+  host_ms      the rest of one engine-loop iteration: commands, deadlines, turning tokens
+               into text, handing them to the event loop, retiring finished requests
+  tok_s        the burst's output tokens / its wall time, at the client
+
+and, from stage 08's `profile_engine` on the same engine shape offline (rows decoding at
+position ~100): aten operators per step, top-level ones (the dispatcher round trips Python
+pays for), and the step's time outside operators (Python).
+
+The script only uses APIs the server had before issue 21's changes, so the same file run
+in a checkout of an older commit measures "before":
+
+    python 07_serving/bench_host.py [--rows 64] [--requests 64]
+    git worktree add /tmp/before e285b54 && cp 07_serving/bench_host.py /tmp/before/07_serving/ \\
+        && (cd /tmp/before && python 07_serving/bench_host.py)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # run from anywhere in the repo
+
+from solutions.batching import Request, SamplingParams  # noqa: E402
+from solutions.gpt import load_default  # noqa: E402
+from solutions.profiling import profile_engine  # noqa: E402
+from solutions.server.app import make_engine  # noqa: E402
+from solutions.server.serve import serve_in_thread  # noqa: E402
+from solutions.tokenizer import EOT  # noqa: E402
+
+CLIENT = r"""
+import asyncio, json, random, sys, time, httpx
+url, n = sys.argv[1], int(sys.argv[2])
+async def one(c, prompt):
+    body = {"model": "course-gpt", "prompt": prompt, "max_tokens": 64, "temperature": 0, "stream": True,
+            "ignore_eos": True, "stream_options": {"include_usage": True}}
+    async with c.stream("POST", "/v1/completions", json=body) as r:
+        data = await r.aread()
+    return json.loads(data.split(b"\n\n")[-3][6:])["usage"]["completion_tokens"]
+async def main():
+    rng = random.Random(0)
+    prompts = [[rng.randrange(32, 127) for _ in range(64)] for _ in range(n)]
+    async with httpx.AsyncClient(base_url=url, timeout=120, limits=httpx.Limits(max_connections=n + 4)) as c:
+        await one(c, prompts[0])
+        t0 = time.perf_counter()
+        tokens = sum(await asyncio.gather(*(one(c, p) for p in prompts)))
+    print(json.dumps({"tok_s": tokens / (time.perf_counter() - t0)}))
+asyncio.run(main())
+"""
+
+
+def serve_burst(model, rows: int, requests: int) -> dict:
+    engine = make_engine(model, max_batch_size=rows, max_tokens_per_step=1024,
+                         num_blocks=-(-rows * model.config.block_size // 16))
+    steps: list[tuple[float, float, int]] = []  # (start, seconds, rows) of each step that ran
+    inner = engine.step
+
+    def step():
+        t = time.perf_counter()
+        out = inner()
+        if out.ran:
+            steps.append((t, time.perf_counter() - t, len(out.tokens)))
+        return out
+
+    engine.step = step
+    handle = serve_in_thread(engine)
+    try:
+        for _ in range(2):  # a warm-up burst, then the measured one
+            steps.clear()
+            out = subprocess.run([sys.executable, "-c", CLIENT, handle.url, str(requests)], capture_output=True,
+                                 text=True, timeout=300, check=True)
+    finally:
+        handle.stop()
+    # one engine-loop iteration runs from one step's start to the next one's: step + host work
+    full = [i for i in range(len(steps) - 1) if steps[i][2] >= rows // 2]
+    return {"steps": len(steps), "full_steps": len(full),
+            "step_ms": statistics.median(steps[i][1] for i in full) * 1e3,
+            "host_ms": statistics.median(steps[i + 1][0] - steps[i][0] - steps[i][1] for i in full) * 1e3,
+            "tok_s": json.loads(out.stdout)["tok_s"]}
+
+
+def profile_decode(model, rows: int) -> dict:
+    engine = make_engine(model, max_batch_size=rows, max_tokens_per_step=1024,
+                         num_blocks=-(-rows * model.config.block_size // 16))
+    for i in range(rows):
+        engine.add_request(Request([32 + (i + j) % 90 for j in range(96)], 64, sampling=SamplingParams(ignore_eos=True),
+                                   stop=[EOT], request_id=str(i)))
+    while any(r.num_pending > 1 for r in engine.requests.values()) or not engine.steps:
+        engine.step()  # prefill everything first
+    prof = profile_engine(engine, wait=1, warmup=2, active=8, record_shapes=False)
+    op_s = sum(o.step_self_s for o in prof.ops)
+    return {"ops_per_step": prof.ops_per_step, "top_level_ops_per_step": prof.top_level_ops_per_step,
+            "profiled_step_ms": prof.labels.get("step", 0) * 1e3, "outside_ops_ms": (prof.labels.get("step", 0) - op_s) * 1e3,
+            **{f"{k}_ms": v * 1e3 for k, v in prof.labels.items() if k != "step"}}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--rows", type=int, default=64)
+    p.add_argument("--requests", type=int, default=64)
+    p.add_argument("--json", default=None, metavar="FILE")
+    args = p.parse_args()
+    torch.set_num_threads(1)
+    sys.setswitchinterval(0.0005)  # as `course serve` does
+    model, _ = load_default()
+    row = {**serve_burst(model, args.rows, args.requests), **profile_decode(model, args.rows)}
+    for k, v in row.items():
+        print(f"{k:>24}: {v:.2f}" if isinstance(v, float) else f"{k:>24}: {v}")
+    if args.json:
+        tmp = Path(f"{args.json}.partial")
+        tmp.write_text(json.dumps(row, indent=1), encoding="utf-8")
+        tmp.replace(args.json)
+
+
+if __name__ == "__main__":
+    main()
