@@ -95,3 +95,42 @@ def test_the_penalty_reads_the_prompt_too(model):
 def test_bad_sampling_extras_are_clear_errors(kwargs, match):
     with pytest.raises(ValueError, match=match):
         b.SamplingParams(**kwargs)
+
+
+@ENGINE
+def test_unseeded_rows_share_one_draw_and_seeded_rows_keep_their_own(model, monkeypatch):
+    """`sample_tokens` (given code, run through continuous batching): greedy rows in one argmax, unseeded sampled rows in ONE draw
+    per (temperature, top_k, top_p), a seeded row alone from its own generator, so that its
+    tokens are those it gets alone with that seed, whatever else is in the batch."""
+    import importlib
+
+    from solutions.kv_cache import sample
+
+    model_runner = importlib.import_module(f"{b.__name__}.model_runner")  # the engine's own module
+
+    calls = []
+
+    def spy(logits, **kw):
+        calls.append((logits.shape[0], kw.get("temperature"), kw.get("generator") is not None))
+        return sample(logits, **kw)
+
+    monkeypatch.setattr(model_runner, "sample", spy)
+
+    def seeded_alone(seed):
+        eng = b.Engine(model, b.ContinuousBatching(8))
+        r = eng.add_request(b.Request([5, 6, 7], 6, sampling=b.SamplingParams(temperature=0.9, seed=seed)))
+        while eng.has_unfinished():
+            eng.step()
+        return r.output
+
+    want = seeded_alone(11)
+    calls.clear()
+    eng = b.Engine(model, b.ContinuousBatching(8))
+    rs = [eng.add_request(b.Request([5, 6, 7], 6, sampling=b.SamplingParams(temperature=t, seed=s)))
+          for t, s in [(0.9, 11), (0.9, None), (0.9, None), (0.9, None), (1.3, None), (1.3, None), (0.0, None)]]
+    eng.step()  # the prefill step samples every row once
+    assert sorted(calls) == sorted([(1, 0.9, True), (3, 0.9, True), (2, 1.3, True), (1, 0.0, False)]), calls
+    while eng.has_unfinished():
+        eng.step()
+    assert rs[0].output == want, "a seeded request's tokens must not depend on the batch it runs in"
+    assert all(len(r.output) == 6 or r.finish_reason == "stop" for r in rs)

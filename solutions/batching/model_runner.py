@@ -75,22 +75,33 @@ def forward_chunks(model: GPT, cache, chunks: list[tuple[Request, int]]) -> tupl
 
 def sample_tokens(requests: list[Request], logits: torch.Tensor) -> list[int]:
     """Next token per request with its own sampling parameters: the logits shaped per row
-    (`shape_logits`), then greedy rows in one argmax, the others one by one with their own
-    generator. The ids stay on the device until ONE copy to the host at the end (the only
-    host copy of a step's tokens)."""
+    (`shape_logits`), then greedy rows in one argmax; a request with a `seed` draws alone
+    from its own generator (its tokens are those `generate` gives with that seed, whatever
+    else runs); the unseeded ones in one draw per (temperature, top_k, top_p), from the
+    generator of the group's first request (they promise no particular stream: one draw
+    for 64 rows instead of 64). The ids stay on the device until ONE copy to the host at
+    the end (the only host copy of a step's tokens)."""
     if not requests:
         return []
     logits = shape_logits(requests, logits)
-    ids = torch.empty(len(requests), dtype=torch.long, device=logits.device)
+    device = logits.device
+    ids = torch.empty(len(requests), dtype=torch.long, device=device)
     greedy = [i for i, r in enumerate(requests) if r.sampling.temperature == 0]
     if greedy:
-        rows = torch.tensor(greedy, device=logits.device)
+        rows = torch.tensor(greedy, device=device)
         ids[rows] = sample(logits[rows], temperature=0.0)
+    unseeded: dict[tuple, list[int]] = {}
     for i, r in enumerate(requests):
-        if r.sampling.temperature > 0:
-            p = r.sampling
+        p = r.sampling
+        if p.temperature > 0 and p.seed is None:
+            unseeded.setdefault((p.temperature, p.top_k, p.top_p), []).append(i)
+        elif p.temperature > 0:
             ids[i:i + 1] = sample(logits[i:i + 1], temperature=p.temperature, top_k=p.top_k, top_p=p.top_p,
                                   generator=r.generator)
+    for (temperature, top_k, top_p), group in unseeded.items():
+        rows = torch.tensor(group, device=device)
+        ids[rows] = sample(logits[rows], temperature=temperature, top_k=top_k, top_p=top_p,
+                           generator=requests[group[0]].generator)
     return ids.tolist()
 
 
