@@ -16,6 +16,7 @@ The files, in exercise order (the lesson is in 07_serving.ipynb), then the given
     demo.py         demo                                                      given
     detokenizer.py  token ids -> text deltas, stop strings                    given
     engine_loop.py  EngineLoop: the one thread that touches the engine        given
+    engine_process.py  EngineProcess: the engine in a process of its own      given
     protocol.py     APIError, Limits, GenerationRequest, the chat template    given
     serve.py        serve_in_thread, ServerHandle                             given
     state.py        ServerConfig, ServerState                                 given
@@ -29,6 +30,7 @@ from .demo import demo
 from .detokenizer import Detokenizer
 from .disconnect import next_events, stream_closed, until_disconnected
 from .engine_loop import EngineLoop, Job, engine_stats
+from .engine_process import EngineProcess
 from .metrics import LOG_KEYS, Metrics, request_log
 from .protocol import CHAT_ROLES, CHAT_TEMPLATE, MODEL_NAME, APIError, GenerationRequest, Limits, render_chat
 from .serve import ServerHandle, serve_in_thread
@@ -42,6 +44,6 @@ __all__ = [
     "Ticket", "AdmissionControl", "request_blocks", "deadline_reason", "until_disconnected", "next_events",
     "stream_closed",
     "TokenStream", "sse", "Detokenizer", "LOG_KEYS", "request_log", "Metrics", "drain",
-    "ServerConfig", "ServerState", "EngineLoop", "build_app", "make_engine", "ServerHandle",
+    "ServerConfig", "ServerState", "EngineLoop", "EngineProcess", "build_app", "make_engine", "ServerHandle",
     "serve_in_thread", "main", "demo",
 ]

@@ -14,6 +14,7 @@ from solutions.tokenizer import ByteTokenizer
 
 from .admission import AdmissionControl
 from .engine_loop import EngineLoop, Job
+from .engine_process import EngineProcess
 from .metrics import Metrics, request_log
 from .protocol import MODEL_NAME, Limits
 from .shutdown import drain
@@ -48,7 +49,7 @@ class ServerState:
     jobs in flight (`jobs`, the event loop's view: added by a handler, removed when its
     answer has been given)."""
 
-    def __init__(self, engine: Engine, tokenizer: ByteTokenizer, config: ServerConfig):
+    def __init__(self, engine: Engine | EngineProcess, tokenizer: ByteTokenizer, config: ServerConfig):
         self.config, self.tokenizer = config, tokenizer
         self.block_size = int(getattr(engine, "block_size", 16))
         if getattr(engine, "allocator", None) is not None:
@@ -66,7 +67,8 @@ class ServerState:
         self.limits = Limits(context=engine.max_len, vocab_size=engine.model.config.vocab_size, max_n=config.max_n,
                              models=(config.model_name,))
         self.metrics = Metrics(config.model_name)
-        self.loop = EngineLoop(engine, tokenizer, self)
+        # an engine in this process gets the engine thread; one in its own process, its pipe
+        self.loop = engine.loop_for(self) if isinstance(engine, EngineProcess) else EngineLoop(engine, tokenizer, self)
         self.engine = engine
         self.jobs: dict[str, Job] = {}
         self.finished_lines: list[dict] = []   # the last few log lines (for tests and the demo)

@@ -15,6 +15,7 @@ from solutions.gpt import GPT, load_checkpoint, load_default
 from solutions.tokenizer import ByteTokenizer
 
 from .app import KV_CONTEXTS, MAX_BATCH_SIZE, MAX_TOKENS_PER_STEP, build_app, make_engine
+from .engine_process import EngineProcess
 from .shutdown import CourseServer
 from .state import ServerConfig
 
@@ -74,6 +75,9 @@ def main(argv: list[str] | None = None, prog: str = "python -m solutions.server"
     p.add_argument("--threads", type=int, default=1,
                    help="CPU cores the server may use (default 1): the engine gets cores - 1 torch threads "
                         "(at least 1), one core is left to HTTP")
+    p.add_argument("--in-process", action="store_true",
+                   help="run the engine in a thread of the HTTP process (as the tests and the notebook do) "
+                        "instead of a process of its own")
     p.add_argument("--torch-threads", type=int, default=None, metavar="N",
                    help="the engine's torch threads, overriding the rule above (for measuring it)")
     add_device_arguments(p)
@@ -117,10 +121,11 @@ def main(argv: list[str] | None = None, prog: str = "python -m solutions.server"
                           max_queue_wait_s=args.max_queue_wait or None,
                           first_token_timeout_s=args.first_token_timeout, timeout_s=args.timeout,
                           shutdown_grace_s=args.grace, request_log=args.request_log, admission=not args.no_admission)
+    sizes = dict(max_batch_size=args.max_batch_size, max_tokens_per_step=args.max_tokens_per_step,
+                 num_blocks=args.num_blocks)
     try:
-        engine = make_engine(model, max_batch_size=args.max_batch_size, max_tokens_per_step=args.max_tokens_per_step,
-                             num_blocks=args.num_blocks)
-    except ValueError as e:
+        engine = make_engine(model, **sizes) if args.in_process else EngineProcess(model, threads=threads, **sizes)
+    except (ValueError, RuntimeError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     app = build_app(engine, ByteTokenizer(), config)

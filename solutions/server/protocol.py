@@ -24,8 +24,15 @@ class APIError(Exception):
     def body(self) -> dict:
         return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
 
+    def __reduce__(self):  # picklable (the engine process sends errors to the HTTP process)
+        return _api_error, (self.status, self.message, self.type, self.param, self.code, self.headers)
+
     def response(self) -> JSONResponse:
         return JSONResponse(self.body(), status_code=self.status, headers=self.headers)
+
+
+def _api_error(status, message, type, param, code, headers) -> APIError:
+    return APIError(status, message, type=type, param=param, code=code, headers=headers)
 
 
 def bad(message: str, param: str | None = None, code: str | None = None) -> APIError:

@@ -1,0 +1,105 @@
+"""The engine in a process of its own (given code, `engine_process.py`: what `course serve`
+runs unless `--in-process`): the same answers as the engine in a thread, errors and finished
+records across the pipe, clients that leave, and a stop that ends the process."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import pickle
+
+import httpx
+import openai
+import pytest
+
+import course
+from solutions.kv_cache import generate_alone
+from solutions.tokenizer import EOT, ByteTokenizer
+
+srv = course.load("server")
+M = "course-gpt"
+HTTP = pytest.mark.exercise("7.5")  # every answer crosses 7.1, 7.2, 7.4-7.6: they must be written
+
+
+@pytest.fixture(scope="module")
+def remote(tiny_model):
+    engine = srv.EngineProcess(tiny_model, max_batch_size=8, max_tokens_per_step=64, num_blocks=64)
+    handle = srv.serve_in_thread(engine, None, srv.ServerConfig(), start_timeout=10.0)
+    yield handle, engine
+    handle.stop()
+
+
+@HTTP
+def test_answers_equal_generate_alone_streamed_or_not(remote, tiny_model, kit):
+    h, _ = remote
+    tok = ByteTokenizer()
+    oai = openai.OpenAI(base_url=f"{h.url}/v1", api_key="unused", max_retries=0, timeout=30)
+    prompts = ["def f(x):", "import os", "class A:"]
+    ids = [generate_alone(tiny_model, tok.encode(p), 12, stop=[EOT])[0] for p in prompts]
+    want = [tok.decode(i) for i in ids]
+    got = oai.completions.create(model=M, prompt=prompts, max_tokens=12, temperature=0, n=2)
+    assert [c.text for c in sorted(got.choices, key=lambda c: c.index)] == [w for w in want for _ in range(2)]
+    stream = oai.completions.create(model=M, prompt=prompts[0], max_tokens=12, temperature=0, stream=True,
+                                    stream_options={"include_usage": True})
+    chunks = list(stream)
+    assert "".join(c.choices[0].text for c in chunks if c.choices) == want[0]
+    assert chunks[-1].usage.completion_tokens == len(ids[0])
+    kit.assert_clean(h)
+    line = h.state.finished_lines[-1]  # records cross the pipe: the log line is written here
+    assert set(line) == set(srv.LOG_KEYS) and line["output_tokens"] == len(ids[0])
+
+
+@HTTP
+def test_an_error_made_in_the_engine_process_reaches_the_client(tiny_model, kit):
+    err = srv.APIError(504, "too slow", type="timeout", code="deadline", headers={"Retry-After": "1"})
+    back = pickle.loads(pickle.dumps(err))
+    assert (back.status, back.message, back.type, back.code, back.headers) == (504, "too slow", "timeout", "deadline",
+                                                                               {"Retry-After": "1"})
+    # the deadlines are checked in the engine process (7.3): a first-token deadline nobody can meet
+    engine = srv.EngineProcess(tiny_model, max_batch_size=2, num_blocks=16)
+    h = srv.serve_in_thread(engine, None, srv.ServerConfig(first_token_timeout_s=1e-6), start_timeout=10.0)
+    try:
+        with kit.client(h) as c:
+            r = c.post("/v1/completions", json={"model": M, "prompt": "late", "max_tokens": 4})
+        assert r.status_code == 504, r.text
+        assert set(r.json()["error"]) == {"message", "type", "param", "code"}
+        kit.assert_clean(h)
+    finally:
+        h.stop()
+
+
+@HTTP
+def test_clients_that_leave_leak_nothing(remote, kit):
+    h, _ = remote
+    n = 12
+
+    async def one(c, i):
+        body = {"model": M, "prompt": f"client {i}", "max_tokens": 100, "temperature": 0, "stream": True}
+        async with c.stream("POST", "/v1/completions", json=body) as r:
+            async for line in r.aiter_lines():
+                if line.startswith("data: {"):
+                    return json.loads(line[6:])["choices"][0]["index"]  # leave after the first token
+
+    async def main():
+        async with kit.async_client(h, timeout=20, limits=httpx.Limits(max_connections=n)) as c:
+            return await asyncio.wait_for(asyncio.gather(*(one(c, i) for i in range(n))), 30)
+
+    assert asyncio.run(main()) == [0] * n
+    kit.assert_clean(h)
+
+
+@pytest.mark.given
+def test_stop_ends_the_engine_process(tiny_model):
+    engine = srv.EngineProcess(tiny_model, max_batch_size=2, num_blocks=16)
+    handle = srv.serve_in_thread(engine, None, srv.ServerConfig(), start_timeout=10.0)
+    with httpx.Client(base_url=handle.url, timeout=10) as c:
+        assert c.get("/health").json()["total_blocks"] == 16
+    handle.stop()
+    engine.proc.join(10)
+    assert not engine.proc.is_alive() and engine.proc.exitcode == 0
+
+
+@pytest.mark.given
+def test_a_bad_size_fails_the_start_with_the_engines_error(tiny_model):
+    with pytest.raises(RuntimeError, match="max_batch_size"):
+        srv.EngineProcess(tiny_model, max_batch_size=0)
