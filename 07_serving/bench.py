@@ -41,6 +41,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import socket
 import statistics
 import subprocess
@@ -114,20 +115,28 @@ class ServerProcess:
                 self.proc.wait(5)
 
 
+_TEXT_EVENT = re.compile(rb'"text": ?"[^"]')  # an SSE event that carries text (not an empty delta)
+
+
 async def one_request(client: httpx.AsyncClient, prompt: list[int], max_tokens: int, t_start: float,
-                      offset: float) -> dict:
+                      offset: float, extra: dict | None = None) -> dict:
+    """One streamed completion; `ttft` is at the response headers (the course server sends
+    them with its first token), `ttft_text` at the first SSE event that carries text (the
+    same for every server: vLLM sends its headers at once). `extra`: more body fields."""
     await asyncio.sleep(max(0.0, t_start + offset - time.perf_counter()))
     sent = time.perf_counter()
     body = {"model": MODEL, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0, "stream": True,
-            "stream_options": {"include_usage": True}}
+            "stream_options": {"include_usage": True}, **(extra or {})}
     try:
         async with client.stream("POST", "/v1/completions", json=body) as r:
             first = time.perf_counter()  # the server answers with its first token
             if r.status_code != 200:
                 await r.aread()
                 return {"status": r.status_code, "sent": sent}
-            tail, last = b"", first
+            tail, last, text_at = b"", first, None
             async for chunk in r.aiter_bytes():
+                if text_at is None and _TEXT_EVENT.search(tail[-16:] + chunk):
+                    text_at = time.perf_counter()
                 tail = (tail + chunk)[-4096:]
                 if b'"finish_reason":"' in chunk:
                     last = time.perf_counter()
@@ -138,14 +147,14 @@ async def one_request(client: httpx.AsyncClient, prompt: list[int], max_tokens: 
     usage = json.loads(events[-1])["usage"]
     n = usage["completion_tokens"]
     return {"status": 200, "sent": sent, "ttft": first - sent, "end": end, "tokens": n,
-            "tpot": (last - first) / (n - 1) if n > 1 else None}
+            "tpot": (last - first) / (n - 1) if n > 1 else None, "ttft_text": (text_at or end) - sent}
 
 
-async def load(url: str, trace, time_limit: float) -> tuple[list[dict], float]:
+async def load(url: str, trace, time_limit: float, extra: dict | None = None) -> tuple[list[dict], float]:
     limits = httpx.Limits(max_connections=len(trace) + 8, max_keepalive_connections=64)
     async with httpx.AsyncClient(base_url=url, timeout=httpx.Timeout(time_limit), limits=limits) as client:
         t0 = time.perf_counter()
-        tasks = [one_request(client, list(r.prompt), r.max_new_tokens, t0, r.arrival) for r in trace]
+        tasks = [one_request(client, list(r.prompt), r.max_new_tokens, t0, r.arrival, extra) for r in trace]
         results = await asyncio.wait_for(asyncio.gather(*tasks), time_limit)
     return results, t0
 
