@@ -97,8 +97,9 @@ def main() -> None:
     torch.set_num_threads(1)
     rep = Report("07_serving", args, title="rows and tokens a step (offline engine, 1 thread), threads by width")
     model, _ = load_default()
-    configs = ([(16, 256), (64, 1024), (128, 1024)] if args.quick else
-               [(16, 256), (32, 256), (64, 256), (64, 1024), (128, 256), (128, 1024), (128, 2048), (256, 1024)])
+    configs = ([(16, 256), (64, 1024), (128, 2048)] if args.quick else
+               [(16, 256), (32, 256), (64, 256), (64, 1024), (128, 256), (128, 1024), (128, 2048), (128, 4096),
+                (256, 2048)])
     repeat = 1 if args.quick else max(3, args.repeat // 2)
     res = sweep(model, configs, repeat)
     base = {name: res[(name, 16, 256)] for name in bursts()}
@@ -110,14 +111,14 @@ def main() -> None:
     for name, load in bursts().items():
         on, off = [], []
         for _ in range(repeat):
-            on.append(run_burst(model, load, 128, 1024))
+            on.append(run_burst(model, load, 128, 2048))
             model_runner.PAD_TOKENS, PagedKVCache.PAD_BLOCKS = 10**9, 10**9
             try:
-                off.append(run_burst(model, load, 128, 1024))
+                off.append(run_burst(model, load, 128, 2048))
             finally:
                 model_runner.PAD_TOKENS, PagedKVCache.PAD_BLOCKS = saved
         split_on[name] = statistics.median(on)
-        rep.add(f"split {name}: rows 128, budget 1024", tok_s=round(split_on[name]),
+        rep.add(f"split {name}: rows 128, budget 2048", tok_s=round(split_on[name]),
                 unsplit_tok_s=round(statistics.median(off)),
                 split_vs_unsplit=round(split_on[name] / statistics.median(off), 2))
 

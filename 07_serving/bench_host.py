@@ -67,7 +67,7 @@ asyncio.run(main())
 
 
 def serve_burst(model, rows: int, requests: int) -> dict:
-    engine = make_engine(model, max_batch_size=rows, max_tokens_per_step=1024,
+    engine = make_engine(model, max_batch_size=rows, max_tokens_per_step=2048,
                          num_blocks=-(-rows * model.config.block_size // 16))
     steps: list[tuple[float, float, int]] = []  # (start, seconds, rows) of each step that ran
     inner = engine.step
@@ -97,7 +97,7 @@ def serve_burst(model, rows: int, requests: int) -> dict:
 
 
 def profile_decode(model, rows: int) -> dict:
-    engine = make_engine(model, max_batch_size=rows, max_tokens_per_step=1024,
+    engine = make_engine(model, max_batch_size=rows, max_tokens_per_step=2048,
                          num_blocks=-(-rows * model.config.block_size // 16))
     for i in range(rows):
         engine.add_request(Request([32 + (i + j) % 90 for j in range(96)], 64, sampling=SamplingParams(ignore_eos=True),
