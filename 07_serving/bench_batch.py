@@ -39,7 +39,7 @@ from solutions.batching import Request, SamplingParams, model_runner  # noqa: E4
 from solutions.gpt import load_default, random_gpt  # noqa: E402
 from solutions.kv_cache import forward_cached  # noqa: E402
 from solutions.paged import PagedKVCache  # noqa: E402
-from solutions.server.app import make_engine  # noqa: E402
+from solutions.server import make_engine  # noqa: E402
 from solutions.tokenizer import EOT  # noqa: E402
 from solutions.workload import make_trace  # noqa: E402
 

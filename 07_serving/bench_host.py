@@ -41,7 +41,7 @@ sys.path.insert(0, str(ROOT))  # run from anywhere in the repo
 from solutions.batching import Request, SamplingParams  # noqa: E402
 from solutions.gpt import load_default  # noqa: E402
 from solutions.profiling import profile_engine  # noqa: E402
-from solutions.server.app import make_engine  # noqa: E402
+from solutions.server import make_engine  # noqa: E402
 from solutions.server.serve import serve_in_thread  # noqa: E402
 from solutions.tokenizer import EOT  # noqa: E402
 

@@ -4,7 +4,7 @@ vLLM is never a dependency of the course: it runs from a separate Python environ
 with `--vllm-python` (without it this script says so and exits 2). In one run it
 
 1. exports the default model (`--model`) to a temporary Hugging Face folder
-   (`solutions.hf_export`: GPT2LMHeadModel + byte tokenizer, checked against the course);
+   (`solutions.server.hf_export`: GPT2LMHeadModel + byte tokenizer, checked against the course);
 2. per thread setting T (`--threads 1,2`), starts both servers and keeps them up:
    - the course: `python -m solutions.server --threads T COURSE_ARGS` (`--course-args`,
      default none: the server's defaults, `--max-batch-size` included, not the batch of 16
@@ -75,7 +75,7 @@ from bench import MODEL, ServerProcess, free_port, load, source_tokens  # noqa: 
 from solutions.batching import percentile  # noqa: E402
 from solutions.checks import ArgumentParser, check_int  # noqa: E402
 from solutions.fileio import check_outputs, write_text_atomic  # noqa: E402
-from solutions.server.app import MAX_BATCH_SIZE  # noqa: E402
+from solutions.server.engine import MAX_BATCH_SIZE  # noqa: E402
 from solutions.server.serve import wait_until_healthy  # noqa: E402
 from solutions.tokenizer import ByteTokenizer  # noqa: E402
 from solutions.workload import make_trace  # noqa: E402
@@ -386,7 +386,7 @@ def main(argv: list[str] | None = None) -> None:
         p.exit(2, f"error: {e}\n")
 
     from solutions.gpt import load_checkpoint, load_default
-    from solutions.hf_export import export
+    from solutions.server.hf_export import export
 
     work = Path(tempfile.mkdtemp(prefix="bench-vllm-"))
     venv = vllm_env(facts, work)

@@ -16,7 +16,8 @@ from solutions.device import DeviceError, add_device_arguments, device_from_args
 from solutions.gpt import GPT, load_checkpoint, load_default
 from solutions.tokenizer import ByteTokenizer
 
-from .app import KV_CONTEXTS, MAX_BATCH_SIZE, MAX_TOKENS_PER_STEP, build_app, make_engine
+from .app import build_app
+from .engine import KV_CONTEXTS, MAX_BATCH_SIZE, MAX_TOKENS_PER_STEP, make_engine
 from .engine_process import EngineProcess
 from .shutdown import CourseServer
 from .state import ServerConfig

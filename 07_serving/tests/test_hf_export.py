@@ -1,4 +1,4 @@
-"""Tests of the Hugging Face export (`solutions/hf_export.py`, given code, not graded): the
+"""Tests of the Hugging Face export (`hf_export.py` of the server package, given code): the
 folder vLLM serves in `07_serving/bench_vllm.py` must tokenize, template chats and compute
 logits exactly as the course does, and the export must never lose data.
 
@@ -7,13 +7,13 @@ every size, and the default model's export is checked by `bench_vllm.py` itself.
 
 from __future__ import annotations
 
+import importlib
 import json
 
 import pytest
 import torch
 
 import course
-from solutions import hf_export
 from solutions.fileio import PACKAGE, UnsafeOutputError
 from solutions.gpt import random_gpt, save_checkpoint
 from solutions.tokenizer import EOT, ByteTokenizer
@@ -21,6 +21,7 @@ from solutions.tokenizer import EOT, ByteTokenizer
 pytestmark = pytest.mark.given
 transformers = pytest.importorskip("transformers")
 srv = course.load("server")
+hf_export = importlib.import_module(f"{srv.__name__}.hf_export")  # given code of this stage
 TOK = ByteTokenizer()
 TEXTS = ["plain ASCII, digits 0123 and punctuation !?", "déjà vu — naïve façade, 日本語, Ελληνικά",
          "emoji 😀🐍🇫🇷 and a ZWJ 👩‍💻", "\n", "\r\n\t  trailing spaces   \n\n", "a literal <|endoftext|> is bytes",

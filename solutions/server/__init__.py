@@ -13,20 +13,23 @@ The files, in exercise order (the lesson is in 07_serving.ipynb), then the given
     cli.py          main: `python -m solutions.server` (and __main__.py)      given
     demo.py         demo                                                      given
     detokenizer.py  token ids -> text deltas, stop strings                    given
+    engine.py       make_engine: the engine the server runs, its default sizes given
     engine_loop.py  EngineLoop: the one thread that touches the engine        given
     engine_process.py  EngineProcess: the engine in a process of its own      given
+    hf_export.py    the model as a Hugging Face folder (for vLLM, transformers) given
     protocol.py     APIError, Limits, GenerationRequest, the chat template    given
     serve.py        serve_in_thread, ServerHandle                             given
     state.py        ServerConfig, ServerState                                 given
 """
 
 from .admission import AdmissionControl, Ticket, request_blocks
-from .app import build_app, make_engine
+from .app import build_app
 from .cli import main
 from .deadlines import deadline_error, deadline_reason
 from .demo import demo
 from .detokenizer import Detokenizer
 from .disconnect import next_events, stream_closed, until_disconnected
+from .engine import make_engine
 from .engine_loop import EngineLoop, Job, engine_stats
 from .engine_process import EngineProcess
 from .metrics import LOG_KEYS, Metrics, request_log

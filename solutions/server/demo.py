@@ -10,7 +10,7 @@ import torch
 from solutions.gpt import on_one_thread
 from solutions.tokenizer import ByteTokenizer
 
-from .app import make_engine
+from .engine import make_engine
 from .protocol import MODEL_NAME
 from .serve import serve_in_thread
 from .state import ServerConfig

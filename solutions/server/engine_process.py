@@ -206,7 +206,7 @@ class _ChildState:
 def _child_main(conn, model: GPT, engine_kwargs: dict, threads: int) -> None:
     """The engine process: build the engine, say "ready", then run the engine loop until
     told to stop or the HTTP process goes away (the pipe closes)."""
-    from .app import make_engine
+    from .engine import make_engine
     from .engine_loop import engine_stats
 
     for sig in (signal.SIGINT, signal.SIGTERM):  # the HTTP process drains, then stops this one

@@ -1,6 +1,8 @@
+# GENERATED from solutions/server/hf_export.py by `course stubs --write`.
+# Nothing to write here: given code of stage 07 (07_serving/07_serving.ipynb).
 """The course's model as a Hugging Face folder that `transformers` and vLLM load (given code).
 
-    python -m solutions.hf_export OUT_DIR [--model default|PATH]
+    python -m solutions.server.hf_export OUT_DIR [--model default|PATH]
 
 `export(out_dir, model)` writes, and then checks by loading it back with `transformers`:
 
@@ -33,9 +35,11 @@ from solutions.fileio import UnsafeOutputError, check_outputs, staged_outputs
 from solutions.gpt import GPT, load_checkpoint, load_default
 from solutions.tokenizer import EOT, VOCAB_SIZE, ByteTokenizer
 
+from .protocol import render_chat as server_render_chat
+
 EOT_TEXT = "<|endoftext|>"
 FILES = ("config.json", "model.safetensors", "generation_config.json", "tokenizer.json", "tokenizer_config.json")
-#: `solutions.server.protocol.render_chat` in Jinja (the format `transformers` and vLLM read)
+#: `protocol.render_chat` in Jinja (the format `transformers` and vLLM read)
 CHAT_TEMPLATE = ("{% for message in messages %}{{ '<|' + message['role'] + '|>\\n' + message['content'] + '\\n' }}"
                  "{% endfor %}{{ '<|assistant|>\\n' }}")
 SAMPLES = ("hello, world", "def f(x):\n    return x + 1\n\n", "héllo wörld ¿qué? 日本語", "emoji 😀🐍 ✓",
@@ -110,13 +114,12 @@ def export(out_dir: str | Path, model: GPT, *, inputs: tuple = (), render_chat=N
 def verify(folder: str | Path, model: GPT, render_chat=None) -> None:
     """Load `folder` with `transformers` and raise `ExportError` unless it encodes, decodes,
     renders chats and computes logits as the course's tokenizer, server and `model` do.
-    `render_chat`: the server's chat rendering to match (default: stage 07's reference,
-    `solutions.server.protocol.render_chat`; a learner's release passes its own package's)."""
+    `render_chat`: the server's chat rendering to match (default: this package's
+    `protocol.render_chat`)."""
     from transformers import AutoTokenizer, GPT2LMHeadModel
     from transformers.utils import logging as hf_logging
 
-    if render_chat is None:
-        from solutions.server.protocol import render_chat  # the server's template, the one to match
+    render_chat = render_chat or server_render_chat  # the server's template, the one to match
 
     hf_logging.disable_progress_bar()
     tok, course = AutoTokenizer.from_pretrained(str(folder)), ByteTokenizer()
@@ -141,7 +144,7 @@ def verify(folder: str | Path, model: GPT, render_chat=None) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    p = ArgumentParser(prog="python -m solutions.hf_export", description=__doc__.split("\n")[0])
+    p = ArgumentParser(prog="python -m solutions.server.hf_export", description=__doc__.split("\n")[0])
     p.add_argument("out_dir", help="a new (or empty) folder to write")
     p.add_argument("--model", default="default", help="'default' (the committed model) or a checkpoint file")
     args = p.parse_args(argv)
