@@ -35,11 +35,11 @@ def _load_model(spec: str, device: torch.device | str = "cpu", dtype: torch.dtyp
 
 
 def engine_threads(model: GPT, cores: int) -> int:
-    """The engine thread's torch (intra-op) threads when the server may use `cores` CPU
-    cores: one core is left to the HTTP side (the event loop parses, streams and
-    detokenises while a step's kernels hold no GIL, and a client on the same machine needs
-    one too), so cores - 1, at least 1; 1 for a model on a GPU. Measured in
-    07_serving/bench_vllm.py (`--threads 2`, against `--torch-threads 2`)."""
+    """The engine's torch (intra-op) threads when the server may use `cores` CPU cores: one
+    core is left to the HTTP side (parsing, admitting, framing every token as SSE: a process
+    of its own under `course serve`), so cores - 1, at least 1; 1 for a model on a GPU. The
+    server under this rule is measured against vLLM at 1 and 2 cores in
+    07_serving/bench_vllm.py; `--torch-threads N` overrides it to measure another choice."""
     if model.transformer.wte.weight.device.type != "cpu":
         return 1
     return max(1, cores - 1)
