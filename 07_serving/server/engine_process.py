@@ -69,7 +69,6 @@ class EngineProcess:
         self.proc = ctx.Process(target=exec, args=(_BOOT, {"PACKAGE": package,
                                                            "ARGS": (child, model, engine_kwargs, threads)}),
                                 name="course-engine", daemon=True)
-        self._config: ServerConfig | None = None
         self.proc.start()
         child.close()
         if not self.conn.poll(start_timeout):
