@@ -10,6 +10,8 @@ MAX_TOKENS_PER_STEP), and what a second torch thread gives the engine alone.
            token budget; max_batch_size only caps them.
   split    the same engine with its two length splits off (PAD_TOKENS and PAD_BLOCKS set so
            high that nothing is split): what padding a short row to a long one costs.
+  forward  one (1, T) forward of the default model at T = 1, 64, 128: its fixed cost and
+           its cost a position (what `model_runner.PAD_TOKENS` weighs)
   threads  one decode step of 64 rows (each 128 tokens into its context) of random GPTs of
            widths 128 .. 512 (4 layers), at 1 and 2 torch threads, interleaved: what a second
            intra-op thread gives an engine alone, with a core free for it (the server leaves
@@ -92,6 +94,15 @@ def decode_step_time(width: int, threads: int, repeat: int) -> float:
         torch.set_num_threads(1)
 
 
+def forward_ms(model, T: int, repeat: int) -> float:
+    """Median ms of one (1, T) forward of a fresh prompt through a paged cache."""
+    def run():
+        forward_cached(model, idx, PagedKVCache.for_model(model, 1, max_len=256))
+
+    idx = torch.randint(32, 127, (1, T))
+    return measure(run, repeat=repeat, warmup=2).median * 1e3
+
+
 def main() -> None:
     args = bench_args("Stage 07: rows, tokens and threads per engine step")
     torch.set_num_threads(1)
@@ -121,6 +132,11 @@ def main() -> None:
         rep.add(f"split {name}: rows 128, budget 2048", tok_s=round(split_on[name]),
                 unsplit_tok_s=round(statistics.median(off)),
                 split_vs_unsplit=round(split_on[name] / statistics.median(off), 2))
+
+    costs = {T: forward_ms(model, T, max(5, args.repeat)) for T in (1, 64, 128)}
+    per_position = (costs[128] - costs[1]) / 127
+    rep.add("forward of one row, T = 1 / 64 / 128 positions", ms=" / ".join(f"{costs[T]:.2f}" for T in costs),
+            fixed_ms=round(costs[1], 2), us_per_position=round(per_position * 1e3, 1))
 
     for width in ([128] if args.quick else [128, 256, 512]):
         one, two = [], []

@@ -1,6 +1,6 @@
 # GENERATED from solutions/batching/model_runner.py by `course stubs --write`: fill in the bodies that raise NotImplementedError.
 # The lesson is 05_batching/05_batching.ipynb. Exercises in this file (line of each hole, then the commands):
-#   5.2 Static batching and the ragged step: line 37; `course check 5.2`, `course hint 5.2`
+#   5.2 Static batching and the ragged step: line 38; `course check 5.2`, `course hint 5.2`
 """The model side of an engine step: one ragged forward over the planned chunks (5.2), and
 sampling each ready request's next token."""
 
@@ -14,8 +14,9 @@ from solutions.kv_cache import apply_repetition_penalty, forward_cached, sample
 from .request import Request
 
 #: Padded positions one forward may carry before a prompt chunk gets a forward of its own: a
-#: padded position costs a real one's compute, a forward call a fixed cost worth ~16 positions (a (1, T)
-#: forward of the default model, one thread: ~0.4 ms + ~25 µs a position, this machine).
+#: padded position costs a real one's compute, a forward call a fixed cost worth ~18 positions
+#: (a (1, T) forward of the default model on one thread: 0.42 ms + 23 µs a position, measured
+#: by 07_serving/bench_batch.py's "forward" row on the course machine).
 PAD_TOKENS = 32
 
 

@@ -111,10 +111,10 @@ class EngineLoop:
         """Hand this step's events (and callbacks) to the event loop in ONE
         `call_soon_threadsafe` per loop, instead of one per token (7.5's `TokenStream.put`
         is that call for a single event): each wake-up of the loop costs the engine thread
-        a write to the loop's self-pipe and the interpreter lock it then waits to get back,
-        so per token that was most of a step's time at 64 rows (the stage 07 lesson measures
-        it). On the loop's thread they run in the order they were queued; a closed loop (the
-        server is gone) drops them."""
+        a write to the loop's self-pipe and the interpreter lock it then waits to get back
+        (07_serving/bench_host.py measures the host work between steps). On the loop's
+        thread they run in the order they were queued; a closed loop (the server is gone)
+        drops them."""
         if not self._outbox:
             return
         by_loop: dict = {}
