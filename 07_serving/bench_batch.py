@@ -10,6 +10,11 @@ MAX_TOKENS_PER_STEP), and what a second torch thread gives the engine alone.
            token budget; max_batch_size only caps them.
   split    the same engine with its two length splits off (PAD_TOKENS and PAD_BLOCKS set so
            high that nothing is split): what padding a short row to a long one costs.
+  staging  the same engine with stage 06's decode staging off (`DecodeStaging.MIN_RUN` set so
+           high that no run is served), on both bursts; and one layer's decode attention
+           over 64 rows of 128 tokens (the default model's heads): the gather of every row's
+           blocks, the attention on the gathered copy, and a staged call that appends one
+           token a row to its copy and attends
   forward  one (1, T) forward of the default model at T = 1, 64, 128: its fixed cost and
            its cost a position (what `model_runner.PAD_TOKENS` weighs)
   threads  one decode step of 64 rows (each 128 tokens into its context) of random GPTs of
@@ -32,6 +37,7 @@ import time
 from pathlib import Path
 
 import torch
+import torch.nn.functional as F
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # run from anywhere in the repo
@@ -40,7 +46,7 @@ from course.benchmark import Report, bench_args, measure  # noqa: E402
 from solutions.batching import Request, SamplingParams, model_runner  # noqa: E402
 from solutions.gpt import load_default, random_gpt  # noqa: E402
 from solutions.kv_cache import forward_cached  # noqa: E402
-from solutions.paged import PagedKVCache  # noqa: E402
+from solutions.paged import DecodeStaging, PagedKVCache, paged_attention  # noqa: E402
 from solutions.server import make_engine  # noqa: E402
 from solutions.tokenizer import EOT  # noqa: E402
 from solutions.workload import make_trace  # noqa: E402
@@ -94,6 +100,43 @@ def decode_step_time(width: int, threads: int, repeat: int) -> float:
         torch.set_num_threads(1)
 
 
+def attention_parts(model, repeat: int) -> dict[str, float]:
+    """Median ms of one layer's decode attention over 64 rows of 128 cached tokens: the
+    block gather alone, SDPA on its copy, the whole `paged_attention`, and a staged call
+    (one new token a row appended to its copy, then attention over it)."""
+    repeat = min(repeat, 100)
+    start = 128 - (DecodeStaging.MIN_RUN + 3) - repeat // 2  # the staged calls walk one position a call: median 128
+    cfg = model.config
+    cache = PagedKVCache.for_model(model, 64, max_len=256)
+    forward_cached(model, torch.randint(32, 127, (64, start)), cache)
+    rows = torch.arange(64)
+    cache.reserve(rows, torch.full((64,), 256))  # blocks for every position the staged calls reach
+    bt, nb = cache.block_tables[rows], 128 // cache.block_size
+    q = torch.randn(64, cfg.n_head, 1, cfg.head_dim)
+    last = torch.full((64, 1), 127)
+
+    def gather():
+        ids = bt[:, :nb].reshape(-1)
+        return (cache.k[0].index_select(0, ids).view(64, 128, cfg.n_head, cfg.head_dim),
+                cache.v[0].index_select(0, ids).view(64, 128, cfg.n_head, cfg.head_dim))
+
+    K, V = gather()
+    pos = torch.full((64, 1), start - 1)
+
+    def staged():  # the same rows one position on at every call: a decode run
+        pos.add_(1)
+        return cache.staging.attend(cache, 0, rows, q, pos, bt)
+
+    for _ in range(DecodeStaging.MIN_RUN + 1):  # the run's first calls, then the one that makes the copy
+        staged()
+    return {"gather": measure(gather, repeat=repeat, warmup=2).median * 1e3,
+            "sdpa": measure(lambda: F.scaled_dot_product_attention(q, K.transpose(1, 2), V.transpose(1, 2)),
+                            repeat=repeat, warmup=2).median * 1e3,
+            "paged_attention": measure(lambda: paged_attention(q, cache.k[0], cache.v[0], bt, last),
+                                       repeat=repeat, warmup=2).median * 1e3,
+            "staged": measure(staged, repeat=repeat, warmup=2).median * 1e3}
+
+
 def forward_ms(model, T: int, repeat: int) -> float:
     """Median ms of one (1, T) forward of a fresh prompt through a paged cache."""
     def run():
@@ -132,6 +175,23 @@ def main() -> None:
         rep.add(f"split {name}: rows 128, budget 2048", tok_s=round(split_on[name]),
                 unsplit_tok_s=round(statistics.median(off)),
                 split_vs_unsplit=round(split_on[name] / statistics.median(off), 2))
+
+    min_run = DecodeStaging.MIN_RUN
+    for name, load in bursts().items():
+        on, off = [], []
+        for _ in range(repeat):
+            on.append(run_burst(model, load, 128, 2048))
+            DecodeStaging.MIN_RUN = 10**9
+            try:
+                off.append(run_burst(model, load, 128, 2048))
+            finally:
+                DecodeStaging.MIN_RUN = min_run
+        rep.add(f"staging {name}: rows 128, budget 2048", tok_s=round(statistics.median(on)),
+                unstaged_tok_s=round(statistics.median(off)),
+                staged_vs_unstaged=round(statistics.median(on) / statistics.median(off), 2))
+    parts = attention_parts(model, max(20, args.repeat))
+    rep.add("staging: one layer's decode attention, 64 rows x 128 tokens",
+            **{f"{k}_ms": round(v, 3) for k, v in parts.items()})
 
     costs = {T: forward_ms(model, T, max(5, args.repeat)) for T in (1, 64, 128)}
     per_position = (costs[128] - costs[1]) / 127

@@ -7,6 +7,7 @@ The files, in exercise order (the lesson is 06_paged_attention.ipynb):
     allocator.py      BlockAllocator: the pool, its free queue, reference counts       6.1
     block_table.py    blocks_needed, slot_mapping, growing a row's table (reserve)     6.2
     cache.py          PagedKVCache: per-layer K/V pools, write / view                  6.3
+    decode_staging.py DecodeStaging: decode rows' K/V kept dense between steps         given
     attention.py      paged_attention: attention through the block tables (PyTorch)    6.4
     triton_decode.py  paged_decode_triton: the same for decode, a Triton kernel        6.5
     prefix.py         hash_block, the allocator's prefix index, rows started from it   6.6
@@ -24,6 +25,7 @@ from .attention import paged_attention
 from .block_manager import BlockManager
 from .block_table import BlockTables, blocks_needed, slot_mapping
 from .cache import PagedKVCache
+from .decode_staging import DecodeStaging
 from .demo import demo
 from .engine import PagedEngine
 from .fork import CopyOnWrite, ParallelSampling
@@ -32,7 +34,7 @@ from .triton_decode import HAS_TRITON, paged_decode_triton, triton_interpreting
 from .triton_split_decode import SplitPlan, paged_decode_split, split_plan
 
 __all__ = [
-    "CacheFullError", "BlockAllocator", "blocks_needed", "slot_mapping", "PagedKVCache", "paged_attention",
+    "CacheFullError", "BlockAllocator", "blocks_needed", "slot_mapping", "PagedKVCache", "DecodeStaging", "paged_attention",
     "paged_decode_triton", "HAS_TRITON", "triton_interpreting", "hash_block", "BlockManager", "PagedEngine", "demo",
     "paged_decode_split", "split_plan", "SplitPlan",
 ]

@@ -1,6 +1,6 @@
 # GENERATED from solutions/paged/cache.py by `course stubs --write`: fill in the bodies that raise NotImplementedError.
 # The lesson is 06_paged_attention/06_paged_attention.ipynb. Exercises in this file (line of each hole, then the commands):
-#   6.3 PagedKVCache: scatter and gather through blocks: lines 39, 49; `course check 6.3`, `course hint 6.3`
+#   6.3 PagedKVCache: scatter and gather through blocks: lines 40, 50; `course check 6.3`, `course hint 6.3`
 """The paged KV cache (6.3): per-layer K/V pools of blocks, behind stage 04's cache protocol."""
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from solutions.kv_cache import _CacheBase
 from .allocator import BlockAllocator
 from .attention import paged_attention
 from .block_table import BlockTables, blocks_needed, slot_mapping
+from .decode_staging import DecodeStaging
 from .fork import CopyOnWrite
 from .prefix import PrefixSharing
 from .triton_decode import HAS_TRITON, paged_decode_triton
@@ -70,6 +71,12 @@ class PagedKVCache(BlockTables, PrefixSharing, CopyOnWrite, _CacheBase):
         self.row_hashes: list[list[bytes]] = [[] for _ in range(batch)]  # keys of each row's committed blocks
         self._slots_for = (None, None, None)  # (rows, positions, slots) of the last write: layers share it
         self._groups_for = (None, None)       # (q_pos, its length groups) of the last attend
+        self.staging = DecodeStaging()        # decode rows' K/V kept dense between steps
+
+    def reset(self, rows=None) -> None:
+        """`BlockTables.reset`; the decode copies go too."""
+        self.staging.clear()
+        super().reset(rows)
 
     @property
     def nbytes(self) -> int:
@@ -79,11 +86,15 @@ class PagedKVCache(BlockTables, PrefixSharing, CopyOnWrite, _CacheBase):
     def attend(self, layer: int, rows, q: torch.Tensor, q_pos: torch.Tensor) -> torch.Tensor:
         """The protocol's optional method: attention of q (B, H, T, D) over rows' cached
         K/V, read through the block tables. Decode on a CUDA device uses the Triton kernel;
+        a run of decode steps over the same rows, the copy `staging` keeps (decode_staging.py);
         everything else `paged_attention` (PyTorch)."""
         bt = self.block_tables[rows]
         if q.is_cuda and q.shape[2] == 1 and HAS_TRITON and q.dtype in (torch.float16, torch.bfloat16, torch.float32):
             return paged_decode_triton(q, self.k[layer], self.v[layer], bt, q_pos)
         groups = self._length_groups(q_pos)
+        y = self.staging.attend(self, layer, rows, q, q_pos, bt, eligible=groups is None)
+        if y is not None:
+            return y
         if groups is None:
             return paged_attention(q, self.k[layer], self.v[layer], bt, q_pos)
         y = torch.empty_like(q)
