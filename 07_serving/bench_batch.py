@@ -15,6 +15,10 @@ MAX_TOKENS_PER_STEP), and what a second torch thread gives the engine alone.
            over 64 rows of 128 tokens (the default model's heads): the gather of every row's
            blocks, the attention on the gathered copy, and a staged call that appends one
            token a row to its copy and attends
+  gemm     one `F.linear` of the default model's widest layer (192 -> 768) at M = 1, 16, 64,
+           2048 rows, its weight row-major (as `nn.Linear` keeps it) and column-major
+           (`gemm_layout`, what the server's engine process runs); and both bursts through
+           the engine with the model one way and the other
   forward  one (1, T) forward of the default model at T = 1, 64, 128: its fixed cost and
            its cost a position (what `model_runner.PAD_TOKENS` weighs)
   threads  one decode step of 64 rows (each 128 tokens into its context) of random GPTs of
@@ -30,6 +34,7 @@ read the ratios, which one run compares, not the absolute figures.
 
 from __future__ import annotations
 
+import copy
 import random
 import statistics
 import sys
@@ -47,7 +52,7 @@ from solutions.batching import Request, SamplingParams, model_runner  # noqa: E4
 from solutions.gpt import load_default, random_gpt  # noqa: E402
 from solutions.kv_cache import forward_cached  # noqa: E402
 from solutions.paged import DecodeStaging, PagedKVCache, paged_attention  # noqa: E402
-from solutions.server import make_engine  # noqa: E402
+from solutions.server import gemm_layout, make_engine  # noqa: E402
 from solutions.tokenizer import EOT  # noqa: E402
 from solutions.workload import make_trace  # noqa: E402
 
@@ -137,6 +142,19 @@ def attention_parts(model, repeat: int) -> dict[str, float]:
             "staged": measure(staged, repeat=repeat, warmup=2).median * 1e3}
 
 
+def linear_us(M: int, column_major: bool, repeat: int) -> float:
+    """Median µs of one F.linear of M rows, 192 -> 768 (the default model's c_fc)."""
+    x, w, b = torch.randn(M, 192), torch.randn(768, 192), torch.randn(768)
+    if column_major:
+        w = w.t().contiguous().t()
+    n = max(1, 20_000 // M)  # calls per timed sample: each sample is about a millisecond or more
+    with torch.inference_mode():
+        def run():
+            for _ in range(n):
+                F.linear(x, w, b)
+        return measure(run, repeat=repeat, warmup=2).median / n * 1e6
+
+
 def forward_ms(model, T: int, repeat: int) -> float:
     """Median ms of one (1, T) forward of a fresh prompt through a paged cache."""
     def run():
@@ -192,6 +210,24 @@ def main() -> None:
     parts = attention_parts(model, max(20, args.repeat))
     rep.add("staging: one layer's decode attention, 64 rows x 128 tokens",
             **{f"{k}_ms": round(v, 3) for k, v in parts.items()})
+
+    for M in (1, 16, 64, 2048):
+        row, col = [], []
+        for _ in range(3):
+            row.append(linear_us(M, False, max(5, args.repeat)))
+            col.append(linear_us(M, True, max(5, args.repeat)))
+        r, c = statistics.median(row), statistics.median(col)
+        rep.add(f"gemm layout: F.linear 192 -> 768, {M} rows", row_major_us=round(r, 1), column_major_us=round(c, 1),
+                speedup=round(r / c, 2))
+    laid_out = gemm_layout(copy.deepcopy(model))
+    for name, load in bursts().items():
+        row, col = [], []
+        for _ in range(repeat):
+            row.append(run_burst(model, load, 128, 2048))
+            col.append(run_burst(laid_out, load, 128, 2048))
+        rep.add(f"gemm layout {name}: rows 128, budget 2048", tok_s=round(statistics.median(col)),
+                row_major_tok_s=round(statistics.median(row)),
+                speedup=round(statistics.median(col) / statistics.median(row), 2))
 
     costs = {T: forward_ms(model, T, max(5, args.repeat)) for T in (1, 64, 128)}
     per_position = (costs[128] - costs[1]) / 127

@@ -8,11 +8,11 @@ with `--vllm-python` (without it this script says so and exits 2). In one run it
 2. per thread setting T (`--threads 1,2`), starts both servers and keeps them up:
    - the course: `python -m solutions.server --threads T COURSE_ARGS` (`--course-args`,
      default none: the server's defaults, `--max-batch-size` included, not the batch of 16
-     that 07_serving/bench.py's `ServerProcess` asks for): ONE process,
-     nothing pinned; T is the server's own `--threads` (see its `--help`: the CPU cores it
-     may use, of which its engine gets T - 1 torch threads, at least 1; `--course-args
-     "--torch-threads N"` overrides that); the HTTP event loop and the engine loop are
-     threads of the same process;
+     that 07_serving/bench.py's `ServerProcess` asks for): TWO processes, nothing
+     pinned: HTTP (the event loop) and the engine (`engine_process.py`; `--course-args
+     --in-process` keeps it a thread of the HTTP process); T is the server's own
+     `--threads` (see its `--help`: the CPU cores it may use, of which its engine gets
+     T - 1 torch threads, at least 1; `--course-args "--torch-threads N"` overrides that);
    - vLLM: `vllm serve FOLDER --dtype float32 --max-model-len 256 --served-model-name
      course-gpt` on its CPU backend with `VLLM_CPU_OMP_THREADS_BIND=0` (T=1) or `0-1` (T=2):
      THREE processes (API server, EngineCore, worker); the bind pins the worker's OpenMP /

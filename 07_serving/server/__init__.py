@@ -15,7 +15,7 @@ The files, in exercise order (the lesson is in 07_serving.ipynb), then the given
     cli.py          main: `python -m solutions.server` (and __main__.py)      given
     demo.py         demo                                                      given
     detokenizer.py  token ids -> text deltas, stop strings                    given
-    engine.py       make_engine: the engine the server runs, its default sizes given
+    engine.py       make_engine (the engine the server runs), gemm_layout     given
     engine_loop.py  EngineLoop: the one thread that touches the engine        given
     engine_process.py  EngineProcess: the engine in a process of its own      given
     hf_export.py    the model as a Hugging Face folder (for vLLM, transformers) given
@@ -31,7 +31,7 @@ from .deadlines import deadline_error, deadline_reason
 from .demo import demo
 from .detokenizer import Detokenizer
 from .disconnect import next_events, stream_closed, until_disconnected
-from .engine import make_engine
+from .engine import gemm_layout, make_engine
 from .engine_loop import EngineLoop, Job, engine_stats
 from .engine_process import EngineProcess
 from .metrics import LOG_KEYS, Metrics, request_log
@@ -47,6 +47,6 @@ __all__ = [
     "Ticket", "AdmissionControl", "request_blocks", "deadline_reason", "until_disconnected", "next_events",
     "stream_closed",
     "TokenStream", "sse", "Detokenizer", "LOG_KEYS", "request_log", "Metrics", "drain",
-    "ServerConfig", "ServerState", "EngineLoop", "EngineProcess", "build_app", "make_engine", "ServerHandle",
+    "ServerConfig", "ServerState", "EngineLoop", "EngineProcess", "build_app", "make_engine", "gemm_layout", "ServerHandle",
     "serve_in_thread", "main", "demo",
 ]

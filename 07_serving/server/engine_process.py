@@ -207,7 +207,7 @@ class _ChildState:
 def _child_main(conn, model: GPT, engine_kwargs: dict, threads: int) -> None:
     """The engine process: build the engine, say "ready", then run the engine loop until
     told to stop or the HTTP process goes away (the pipe closes)."""
-    from .engine import make_engine
+    from .engine import gemm_layout, make_engine
     from .engine_loop import engine_stats
 
     for sig in (signal.SIGINT, signal.SIGTERM):  # the HTTP process drains, then stops this one
@@ -215,7 +215,7 @@ def _child_main(conn, model: GPT, engine_kwargs: dict, threads: int) -> None:
     torch.set_num_threads(threads)
     sys.setswitchinterval(0.0005)
     try:
-        engine = make_engine(model, **engine_kwargs)
+        engine = make_engine(gemm_layout(model), **engine_kwargs)  # this process's own copy of the model
     except Exception as e:
         conn.send(("error", f"{type(e).__name__}: {e}"))
         return

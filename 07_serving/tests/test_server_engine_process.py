@@ -103,3 +103,31 @@ def test_stop_ends_the_engine_process(tiny_model):
 def test_a_bad_size_fails_the_start_with_the_engines_error(tiny_model):
     with pytest.raises(RuntimeError, match="max_batch_size"):
         srv.EngineProcess(tiny_model, max_batch_size=0)
+
+
+@pytest.mark.given
+def test_gemm_layout_changes_the_weights_layout_not_the_model(tiny_model):
+    """The engine process's `gemm_layout`: every Linear weight column-major with the same
+    values, the tied head (the token embedding) untouched, the logits as before to float32
+    rounding; a bfloat16 model is left as it is."""
+    import copy
+
+    import torch
+    from torch import nn
+
+    m = copy.deepcopy(tiny_model)
+    before = {n: p.detach().clone() for n, p in m.named_parameters()}
+    idx = torch.randint(0, 256, (3, 9), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        want = m(idx)
+        assert srv.gemm_layout(m) is m
+        got = m(idx)
+    for name, p in m.named_parameters():
+        assert torch.equal(p, before[name]), name
+    linears = [mod for mod in m.modules() if isinstance(mod, nn.Linear) and mod.weight is not m.lm_head.weight]
+    assert linears and all(lin.weight.stride() == (1, lin.weight.shape[0]) for lin in linears)
+    assert m.lm_head.weight is m.transformer.wte.weight and m.lm_head.weight.is_contiguous()
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+    half = copy.deepcopy(tiny_model).to(torch.bfloat16)
+    srv.gemm_layout(half)
+    assert all(p.is_contiguous() for p in half.parameters())
