@@ -97,12 +97,13 @@ class DecodeStaging:
     def _make_copy(self, cache, layer: int, block_tables: torch.Tensor, pos: torch.Tensor,
                    cap: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Dense (B, cap, H, D) K and V of the rows' positions 0..pos[b]; zeros past them.
-        One `index_select` per pool straight into the layer's memory (grown when too small):
-        blocks past a row's table (-1) read block 0 and are zeroed with the other stale
-        positions."""
+        One `index_select` per pool straight into the layer's memory (grown when too small);
+        blocks past a row's table (-1) read block 0, and every stale position is zeroed: the
+        copy's room past the longest row as a slice, shorter rows' tails by index."""
         B, bs, H, D = len(pos), cache.block_size, cache.n_head, cache.head_dim
+        L = int(pos.max()) + 1
         ids = block_tables[:, :cap // bs].clamp_min(0).reshape(-1)
-        stale = (torch.arange(cap, device=pos.device) > pos[:, None])[:, :, None, None]  # (B, cap, 1, 1)
+        stale = (torch.arange(L, device=pos.device) > pos[:, None]).nonzero(as_tuple=True)  # shorter rows' tails
         n = B * cap * H * D
         memory = self._memory.get(layer)
         if memory is None or memory[0].numel() < n:
@@ -111,5 +112,7 @@ class DecodeStaging:
         out = []
         for pool, flat in zip((cache.k[layer], cache.v[layer]), memory):
             X = torch.index_select(pool, 0, ids, out=flat[:n].view(len(ids), bs, H, D)).view(B, cap, H, D)
-            out.append(X.masked_fill_(stale, 0))  # NaN too: a fill, not a product
+            X[:, L:] = 0  # NaN too: written, not multiplied
+            X[stale] = 0
+            out.append(X)
         return out[0], out[1]
