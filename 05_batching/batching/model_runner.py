@@ -14,9 +14,9 @@ from solutions.kv_cache import apply_repetition_penalty, forward_cached, sample
 from .request import Request
 
 #: Padded positions one forward may carry before a prompt chunk gets a forward of its own: a
-#: padded position costs a real one's compute, a forward call a fixed cost worth ~18 positions
-#: (a (1, T) forward of the default model on one thread: 0.42 ms + 23 µs a position, measured
-#: by 07_serving/bench_batch.py's "forward" row on the course machine).
+#: padded position costs a real one's compute, a forward call a fixed cost worth 18-40 positions
+#: (a (1, T) forward of the default model on one thread: 0.42-0.92 ms + 21-23 µs a position in
+#: two runs of 07_serving/bench_batch.py's "forward" row on the course machine, its README).
 PAD_TOKENS = 32
 
 
