@@ -36,8 +36,8 @@ def gemm_layout(model: GPT) -> GPT:
     """`model` with every float32 CPU `nn.Linear` weight stored column-major, in place: the
     same values and shape, strides (1, out_features). `F.linear(x, W)` multiplies x by W's
     transpose, and with this layout that transpose is a plain row-major matrix, which the
-    CPU's GEMM multiplies faster when a step has few rows (1.2-1.7x at 1-16 rows, about 1.15x
-    at 64, the same at 2048: 07_serving/bench_batch.py's "gemm layout" rows). The tied output
+    CPU's GEMM multiplies faster when a step has few rows (about 1.5x at 1-16 rows, 1.1x at
+    64, the same at 2048: 07_serving/bench_batch.py's "gemm layout" rows). The tied output
     head is left alone: its weight is the token embedding's, whose lookups read rows. The
     engine process applies it to its own copy of the model (`engine_process.py`)."""
     embedded = {m.weight.data_ptr() for m in model.modules() if isinstance(m, nn.Embedding)}
