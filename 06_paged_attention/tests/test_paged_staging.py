@@ -1,8 +1,10 @@
 """Given code: `DecodeStaging` (decode_staging.py), the decode rows' K/V kept dense between
 steps behind `PagedKVCache.attend`. Whatever it serves equals attention read slot by slot
-from the blocks (with NaN in every stale slot); what breaks a run (a row leaving, a reset,
-a prompt chunk, tokens written without a decode call, a fork) is never served from an old copy; the copies never outgrow the
-pools; and the engine's tokens are those generated alone, staged or not."""
+from the blocks (with NaN in every stale slot). What breaks a run (a row leaving, a reset,
+a prompt chunk, tokens written without a decode call, a fork) is never served from an old
+copy; the copies never outgrow the pools; and the engine's tokens are those generated
+alone, staged or not. The code under test is given, but it runs on your cache: each test
+is filed under the last exercise it needs (6.3's `write`, 6.7's `fork_row`, 6.8's engine)."""
 
 from __future__ import annotations
 
@@ -14,8 +16,6 @@ from solutions.batching import ContinuousBatching
 from solutions.workload import Trace, TraceRequest
 
 p = course.load("paged")
-
-pytestmark = pytest.mark.given
 
 H, D, BS = 2, 4, 4
 
@@ -73,6 +73,7 @@ def prefill(cache, lengths, gen, rows=None):
         cache.lengths[rows_t] = start + n
 
 
+@pytest.mark.exercise("6.3")
 @pytest.mark.parametrize("lengths", [(6, 6, 6, 6), (5, 9, 2, 7)], ids=["equal", "ragged"])
 def test_a_decode_run_is_served_from_its_copy_and_equals_the_blocks(lengths):
     gen = torch.Generator().manual_seed(0)
@@ -87,6 +88,7 @@ def test_a_decode_run_is_served_from_its_copy_and_equals_the_blocks(lengths):
     assert st.builds >= 3, "a row that outgrows its copy gets a new one"
 
 
+@pytest.mark.exercise("6.7")
 def test_what_breaks_a_run_is_never_read_from_an_old_copy():
     gen = torch.Generator().manual_seed(1)
     cache = make_cache()
@@ -127,6 +129,7 @@ def test_what_breaks_a_run_is_never_read_from_an_old_copy():
     assert sum(served) == 5 * 3, "each new run is served from its copy after its first calls"
 
 
+@pytest.mark.exercise("6.3")
 def test_the_copies_never_outgrow_the_pools():
     gen = torch.Generator().manual_seed(2)
     cache = make_cache(num_blocks=16)  # 64 slots: four rows of 10-15 tokens fit, their copies would not
@@ -137,6 +140,7 @@ def test_the_copies_never_outgrow_the_pools():
     assert cache.staging.steps_staged == 0 and cache.staging.builds == 0
 
 
+@pytest.mark.exercise("6.8")
 @pytest.mark.parametrize("staged", [True, False], ids=["staged", "never-staged"])
 def test_a_burst_decodes_the_tokens_generated_alone(model, alone, serve, monkeypatch, staged):
     if not staged:
