@@ -92,9 +92,10 @@ class PagedKVCache(BlockTables, PrefixSharing, CopyOnWrite, _CacheBase):
         if q.is_cuda and q.shape[2] == 1 and HAS_TRITON and q.dtype in (torch.float16, torch.bfloat16, torch.float32):
             return paged_decode_triton(q, self.k[layer], self.v[layer], bt, q_pos)
         groups = self._length_groups(q_pos)
-        y = self.staging.attend(self, layer, rows, q, q_pos, bt, eligible=groups is None)
-        if y is not None:
-            return y
+        if q.shape[2] == 1 and groups is None:
+            y = self.staging.attend(self, layer, rows, q, q_pos, bt)
+            if y is not None:
+                return y
         if groups is None:
             return paged_attention(q, self.k[layer], self.v[layer], bt, q_pos)
         y = torch.empty_like(q)

@@ -59,19 +59,18 @@ class DecodeStaging:
         self._copies.clear()
 
     def attend(self, cache, layer: int, rows, q: torch.Tensor, q_pos: torch.Tensor,
-               block_tables: torch.Tensor, *, eligible: bool = True) -> torch.Tensor | None:
+               block_tables: torch.Tensor) -> torch.Tensor | None:
         """Decode attention of q (B, H, 1, D) over `rows`' cached K/V from this layer's copy,
         or None when this call does not continue a decode run (the caller's path runs then).
-        `eligible` False: a decode call the cache splits by length (it ends the run)."""
-        B, H, T, D = q.shape
-        if T != 1:
-            return None
+        The cache asks only for decode calls it does not split by length: a call it skips
+        leaves a gap in the positions, which ends the run."""
+        B, H, _, D = q.shape
         ids = range(cache.batch)[rows] if isinstance(rows, slice) else tuple(torch.as_tensor(rows).tolist())
         pos = q_pos[:, 0]
         bs = cache.block_size
         L = int(pos.max()) + 1
         last = self._last.get(layer)
-        run = last[2] + 1 if eligible and last is not None and last[0] == ids and torch.equal(last[1] + 1, pos) else 0
+        run = last[2] + 1 if last is not None and last[0] == ids and torch.equal(last[1] + 1, pos) else 0
         self._last[layer] = (ids, pos.clone(), run)  # run: calls in a row this run has continued
         if run < self.MIN_RUN:
             self._copies.pop(layer, None)
