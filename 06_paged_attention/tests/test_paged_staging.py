@@ -4,7 +4,8 @@ from the blocks (with NaN in every stale slot). What breaks a run (a row leaving
 a prompt chunk, tokens written without a decode call, a fork) is never served from an old
 copy; the copies never outgrow the pools; and the engine's tokens are those generated
 alone, staged or not. The code under test is given, but it runs on your cache: each test
-is filed under the last exercise it needs (6.3's `write`, 6.7's `fork_row`, 6.8's engine)."""
+is filed under the last exercise it needs (6.4's `paged_attention`, which serves a run's
+first calls; 6.7's `fork_row`; 6.8's engine)."""
 
 from __future__ import annotations
 
@@ -73,7 +74,7 @@ def prefill(cache, lengths, gen, rows=None):
         cache.lengths[rows_t] = start + n
 
 
-@pytest.mark.exercise("6.3")
+@pytest.mark.exercise("6.4")
 @pytest.mark.parametrize("lengths", [(6, 6, 6, 6), (5, 9, 2, 7)], ids=["equal", "ragged"])
 def test_a_decode_run_is_served_from_its_copy_and_equals_the_blocks(lengths):
     gen = torch.Generator().manual_seed(0)
@@ -129,7 +130,7 @@ def test_what_breaks_a_run_is_never_read_from_an_old_copy():
     assert sum(served) == 5 * 3, "each new run is served from its copy after its first calls"
 
 
-@pytest.mark.exercise("6.3")
+@pytest.mark.exercise("6.4")
 def test_the_copies_never_outgrow_the_pools():
     gen = torch.Generator().manual_seed(2)
     cache = make_cache(num_blocks=16)  # 64 slots: four rows of 10-15 tokens fit, their copies would not
