@@ -27,7 +27,6 @@ from course.loader import root
 from solutions.device import greedy_margins, must_agree
 from solutions.gpt import load_default
 from solutions.kv_cache import generate
-from solutions.server.serve import wait_until_healthy
 from solutions.tokenizer import EOT
 
 srv = course.load("server")
@@ -57,7 +56,7 @@ def test_course_serve_in_bfloat16_answers_float32s_greedy_tokens(device, tmp_pat
                             cwd=root(), env=env, stdout=log, stderr=subprocess.STDOUT)
     try:
         url = f"http://127.0.0.1:{port}"
-        if not wait_until_healthy(url, proc, timeout=60):
+        if not srv.serve.wait_until_healthy(url, proc, timeout=60):  # given code of the package under test
             pytest.fail(f"`course serve` did not come up (exit {proc.poll()}):\n"
                         + (tmp_path / "server.log").read_text()[-3000:])
         oai = openai.OpenAI(base_url=f"{url}/v1", api_key="x", max_retries=0, timeout=60)
