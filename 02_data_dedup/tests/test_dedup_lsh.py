@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -21,10 +22,32 @@ dd = course.load("dedup")
 # ------------------------------------------------------------------------------ 2.5
 
 
+def _exact_s_curve(s: float, bands: int, rows: int) -> float:
+    """1 - (1 - s**rows)**bands in exact rational arithmetic, rounded once to a float."""
+    return float(1 - (1 - Fraction(float(s)) ** rows) ** bands)
+
+
+# An accurate S-curve (no cancellation, e.g. -expm1(b * log1p(-s**r))) is within 1e-16 relative
+# of the exact value; the plain 1 - (1 - s**r)**b loses up to ~bands ulps of 1 to cancellation
+# (11 % of P at s = 0.1, b = 8, r = 16). Both are right: the check admits an absolute error of
+# 1e-14 or a relative one of 1e-9; a wrong formula is off by far more.
+S_CURVE_POINTS = [(s, 8, 16) for s in np.linspace(0, 1, 11).tolist()] + [
+    (0.1, 8, 16), (0.05, 20, 5), (0.3, 50, 20), (0.93, 3, 2), (0.6, 5, 3), (0.2, 128, 1)]
+
+
 @pytest.mark.exercise("2.5")
 def test_s_curve_formula_and_monte_carlo():
     s = np.linspace(0, 1, 11)
-    np.testing.assert_allclose(dd.s_curve(s, 8, 16), 1 - (1 - s**16) ** 8)
+    got = dd.s_curve(s, 8, 16)
+    assert isinstance(got, np.ndarray) and got.shape == s.shape, (
+        f"s_curve broadcasts: an array of {s.shape} similarities gives an array of that shape, got {got!r}")
+    for (sim, b, r), value in zip(S_CURVE_POINTS, [*got.tolist(), *(dd.s_curve(p[0], p[1], p[2])
+                                                                    for p in S_CURVE_POINTS[11:])]):
+        want = _exact_s_curve(sim, b, r)
+        assert abs(value - want) <= 1e-14 + 1e-9 * want, (
+            f"s_curve({sim}, bands={b}, rows={r}) = {value!r}, expected {want!r} (the exact "
+            f"1 - (1 - s**rows)**bands: a pair is a candidate unless all of its bands miss, and a "
+            f"band matches when all of its rows do), to 1e-14 absolute or 1e-9 relative")
     assert dd.s_curve(0.0, 4, 4) == 0.0 and dd.s_curve(1.0, 4, 4) == 1.0
     # Monte Carlo: a band matches when all its rows match, each with probability s.
     rng = np.random.default_rng(0)
@@ -273,8 +296,15 @@ def test_union_find_is_fast_on_a_long_chain():
     uf = dd.UnionFind(n)
     for i in range(n - 1):
         uf.union(i + 1, i)
-    assert uf.find(n - 1) == uf.find(0)
-    assert max(_depth(uf, i) for i in range(0, n, 997)) <= 20
+    root = uf.find(n - 1)
+    assert root == uf.find(0), "after unions along the whole chain, find(0) and find(n - 1) name one set"
+    assert uf.size[root] == n, (
+        f"size at the root of a set of {n} is {uf.size[root]}: union adds the merged set's size to "
+        f"the new root's (size is valid at every root), else union by size compares stale sizes")
+    depth = max(_depth(uf, i) for i in range(0, n, 997))
+    assert depth <= 20, (
+        f"a node {depth} links below its root after {n - 1} unions along a chain: union by size "
+        f"hangs the smaller set's root under the larger's, which keeps every path <= log2(n) = 17 links")
 
 
 def _depth(uf, i):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import json
 from pathlib import Path
@@ -92,6 +93,33 @@ def test_a_unit_is_named_by_its_smallest_group():
         assert split[0] == split[1] == alone[0], (
             f"salt {salt!r}: a unit's split is fixed by its smallest group name ('a/x'), got {split.tolist()} "
             f"where 'a/x' alone goes to {int(alone[0])}")
+
+
+def _reference_split(key: str, fractions) -> int:
+    """Where sha256(key)'s first 8 bytes / 2**64 falls among the cumulative fractions."""
+    x = int.from_bytes(hashlib.sha256(key.encode("utf-8")).digest()[:8], "big") / 2**64
+    return int(np.searchsorted(np.cumsum(fractions)[:-1], x, side="right"))
+
+
+@pytest.mark.exercise("2.7")
+def test_a_units_split_hashes_the_salt_then_the_name():
+    """The contract fixes the split of a unit: `_unit_interval(salt + name)`, the salt first.
+    A salt appended (`name + salt`) still reshuffles and still follows the fractions, so only
+    the exact hash tells it apart: a release's splits must be reproducible from the rule."""
+    fractions = (0.4, 0.3, 0.3)
+    names = [f"pkg{i}/sub" for i in range(40)]
+    sources = [f"{name}/mod.py" for name in names]
+    wrong = []
+    for salt in ("", "7", "seed-42"):
+        split = dd.assign_splits(sources, None, fractions, group_depth=2, salt=salt)
+        for name, got in zip(names, split.tolist()):
+            want = _reference_split(salt + name, fractions)
+            if got != want:
+                wrong.append(f"salt {salt!r}, unit {name!r}: split {got}, expected {want}")
+    assert not wrong, (
+        f"{len(wrong)} of {3 * len(names)} units are in the wrong split: a unit's split is where "
+        f"_unit_interval(salt + name) falls (the salt PREPENDED to the unit's name, then the edges "
+        f"np.cumsum(fractions)[:-1]); e.g. {wrong[0]}")
 
 
 @pytest.mark.given
