@@ -5,6 +5,8 @@ A solution file marks each exercise body:
     def relu(self):
         \"\"\"The contract: what it returns, shapes, errors.\"\"\"
         # BEGIN SOLUTION 1.4
+        # DECISION: what this exercise leaves to the learner (which axis, boundary, order,
+        #   data structure or invariant); further comment lines continue it.
         # HINT: the idea, gently.
         #   (a comment line that is not a new HINT continues the hint above)
         # HINT: a more concrete step.
@@ -21,6 +23,9 @@ Everything outside the markers is given code and is kept verbatim. Markers do no
 The `# HINT:` comments at the top of a region are the exercise's hints, in order (regions
 read file by file in the package's exercise order): the stub drops them with the region,
 and `course hint 1.4` shows them one at a time from the generated `NN_stage/hints.json`.
+The `# DECISION:` comment, first in the exercise's first region, is for maintainers: the
+decision the exercise leaves to the learner (`decisions()`). It is never a hint and never
+reaches a stub or the hints file.
 
 Each stub file starts with a generated header: where it comes from, and, per exercise in
 the file, the lines of its holes and the commands that check it and give its next hint. A
@@ -42,6 +47,7 @@ from course.loader import root
 BEGIN = re.compile(r"^(?P<indent>[ \t]*)# BEGIN SOLUTION (?P<id>\d+\.\d+)\s*$")
 END = re.compile(r"^[ \t]*# END SOLUTION\s*$")
 HINT = re.compile(r"^[ \t]*# HINT:\s?(?P<text>.*)$")
+DECISION = re.compile(r"^[ \t]*# DECISION:\s?(?P<text>.*)$")
 COMMENT = re.compile(r"^[ \t]*#\s?(?P<text>.*)$")
 GENERATED = "# GENERATED from "  # every stub file's first line starts so
 HINTS_FILE = "hints.json"
@@ -93,7 +99,14 @@ def hints(source: str, filename: str = "<solution>") -> dict[str, list[str]]:
         current: list[str] | None = None
         body = lines[r.begin:r.end - 1]
         used = 0
-        for line in body:
+        if body and DECISION.match(body[0]):  # the decision and its continuation lines
+            used = 1
+            while used < len(body) and COMMENT.match(body[used]) and not HINT.match(body[used]) \
+                    and not DECISION.match(body[used]):
+                used += 1
+        for line in body[used:]:
+            if DECISION.match(line):  # not a hint's continuation: reported below
+                break
             if m := HINT.match(line):
                 current = [m["text"].strip()]
                 out.setdefault(r.exercise, []).append("")
@@ -106,7 +119,28 @@ def hints(source: str, filename: str = "<solution>") -> dict[str, list[str]]:
         for n, line in enumerate(body[used:], r.begin + 1 + used):
             if HINT.match(line):
                 raise MarkerError(f"{filename}:{n}: a hint must come first in its region, right after "
-                                  f"`# BEGIN SOLUTION {r.exercise}` (or after another hint)")
+                                  f"`# BEGIN SOLUTION {r.exercise}` (or after its decision or another hint)")
+            if DECISION.match(line):
+                raise MarkerError(f"{filename}:{n}: a `# DECISION:` line comes first in its region, right "
+                                  f"after `# BEGIN SOLUTION {r.exercise}`")
+    return out
+
+
+def decisions(source: str, filename: str = "<solution>") -> dict[str, list[str]]:
+    """{exercise id: [its decision, one per region that states one]} from the `# DECISION:`
+    line (and the comment lines continuing it) right after `# BEGIN SOLUTION N.M`."""
+    lines = source.splitlines()
+    out: dict[str, list[str]] = {}
+    for r in regions(source, filename):
+        body = lines[r.begin:r.end - 1]
+        if not body or not (m := DECISION.match(body[0])):
+            continue
+        text = [m["text"].strip()]
+        for line in body[1:]:
+            if HINT.match(line) or DECISION.match(line) or not (c := COMMENT.match(line)):
+                break
+            text.append(c["text"].strip())
+        out.setdefault(r.exercise, []).append(" ".join(t for t in text if t))
     return out
 
 
@@ -185,6 +219,16 @@ def stage_hints(st: manifest.Stage) -> dict[str, list[str]]:
     for p in package_order(st):
         for ex_id, hs in hints(p.read_text(encoding="utf-8"), str(p.relative_to(root()))).items():
             out.setdefault(ex_id, []).extend(hs)
+    return out
+
+
+def stage_decisions(st: manifest.Stage) -> dict[str, list[str]]:
+    """{exercise id: its `# DECISION:` texts} of a stage, every exercise of the manifest present
+    (an empty list where none is written down)."""
+    out: dict[str, list[str]] = {ex.id: [] for ex in st.exercises}
+    for p in package_order(st):
+        for ex_id, ds in decisions(p.read_text(encoding="utf-8"), str(p.relative_to(root()))).items():
+            out.setdefault(ex_id, []).extend(ds)
     return out
 
 

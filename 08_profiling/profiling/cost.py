@@ -1,6 +1,6 @@
 # GENERATED from solutions/profiling/cost.py by `course stubs --write`: fill in the bodies that raise NotImplementedError.
 # The lesson is 08_profiling/08_profiling.ipynb. Exercises in this file (line of each hole, then the commands):
-#   8.5 The roofline: FLOPs, bytes, regime: line 37; `course check 8.5`, `course hint 8.5`
+#   8.5 The roofline: FLOPs, bytes, regime: line 41; `course check 8.5`, `course hint 8.5`
 """FLOPs and bytes of one model step, from the model's shapes (8.5, the roofline's x-axis)."""
 
 from __future__ import annotations
@@ -15,15 +15,19 @@ def step_cost(config: GPTConfig, *, batch: int, new_tokens: int, context: int, d
     """FLOPs and bytes of one `forward_cached` call: `batch` rows, each running `new_tokens`
     new tokens after `context` cached ones (decode: new_tokens=1). N = batch × new_tokens
     tokens, each attending to L = context + new_tokens keys; C = n_embd, V = vocab_size; a
-    multiply-add is 2 FLOPs. Returns Cost(flops = matmul + attention, bytes = weights +
-    kv_read + kv_write, detail = exactly these five keys, as floats):
-      "matmul": per layer 2·N·(C·3C + C·C + C·4C + 4C·C) = 24·N·C², times n_layer, plus the
-                tied head 2·N·C·V (logits at every new position) — FlopCounterMode's count;
-      "attention": per layer Q·Kᵀ and P·V, 2·N·L·C each (all heads: H·D = C);
+    multiply-add is 2 FLOPs (an (m×k) @ (k×n) product is 2·m·k·n). Returns Cost(flops =
+    matmul + attention, bytes = weights + kv_read + kv_write, detail = exactly these five
+    keys, as floats):
+      "matmul": every Linear of every block (qkv C->3C, projection C->C, MLP C->4C->C) and
+                the tied head (logits at every new position), on the N new tokens — what
+                torch's FlopCounterMode counts for the same call;
+      "attention": per layer Q·Kᵀ and P·V over all heads (heads × head size = C), each new
+                token against its L keys;
       "weights": every parameter (`weight_count`) read once, except the position table wpe,
-                of which only the N looked-up rows (N·C values) are read;
-      "kv_read": per layer K and V of every row, 2·batch·L·C values;
-      "kv_write": per layer the new tokens' K and V, 2·N·C values;
+                of which only the looked-up rows are read;
+      "kv_read": per layer the K and V the call reads: every key of every row, once per ROW
+                (not once per new token);
+      "kv_write": per layer the new tokens' K and V;
     bytes = values × dtype_bytes. Not counted: LayerNorm, GELU, softmax, biases, adds, activations.
     Raises ValueError: ints batch, new_tokens, dtype_bytes >= 1 and context >= 0, and
     context + new_tokens <= block_size.

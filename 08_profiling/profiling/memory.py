@@ -42,8 +42,8 @@ def peak_step_memory(fn: Callable[[], object], *, device=None) -> int:
     allocated before, the device synchronised before and after fn. On the CPU, which has no
     such counter, it comes from `torch.profiler`'s memory profile of the call
     (`profile_memory=True`): the largest net total, bytes allocated minus bytes freed,
-    reached at any moment of the call (counted from 0 at its start; each op counts its own
-    memory, children excluded, and the "[memory]" events the frees outside any op).
+    reached at any moment of the call (counted from 0 at its start); a byte allocated by an
+    op nested inside another is counted once, and so is a free outside any op.
     """
     device = _device_of(device)
     _warm_profiler()  # the first profiler session of a process pays a one-off start-up

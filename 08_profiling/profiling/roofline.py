@@ -19,8 +19,8 @@ from .timers import _device_of, time_fn
 
 def measure_peak_flops(device=None, *, n: int | None = None, dtype: torch.dtype = torch.float32,
                        seconds: float = 0.3, clock: Callable[[], float] = time.perf_counter) -> Peak:
-    """This machine's matmul FLOP/s: Peak(2·n³ / median seconds of an n×n @ n×n product,
-    conditions) — timed with `time_fn` (warm-up, synchronised, `clock`), the number of
+    """This machine's matmul FLOP/s: Peak(the FLOPs of one n×n @ n×n product / its median
+    seconds, conditions) — timed with `time_fn` (warm-up, synchronised, `clock`), the number of
     repeats chosen so they take about `seconds` in all (3..50). n defaults to 512 on the
     CPU, 4096 on CUDA. `conditions` starts "{n}x{n} {dtype} matmul on {device}"."""
     raise NotImplementedError('Exercise 8.5: The roofline: FLOPs, bytes, regime — see 08_profiling.ipynb')
@@ -28,8 +28,8 @@ def measure_peak_flops(device=None, *, n: int | None = None, dtype: torch.dtype 
 
 def measure_peak_bandwidth(device=None, *, size: int | None = None, seconds: float = 0.3,
                            clock: Callable[[], float] = time.perf_counter) -> Peak:
-    """This machine's memory bandwidth: Peak(2 × bytes / median seconds, conditions) of a
-    copy (`dst.copy_(src)`, float32) of a `size`-byte buffer much larger than the caches
+    """This machine's memory bandwidth: Peak(the bytes one copy moves / its median seconds,
+    conditions) of a copy (`dst.copy_(src)`, float32) of a `size`-byte buffer much larger than the caches
     (default 64 MiB on the CPU, 1 GiB on CUDA) — a copy reads and writes every byte. Timed
     like measure_peak_flops; `conditions` starts "copy of {size in MiB} MiB on {device}"."""
     raise NotImplementedError('Exercise 8.5: The roofline: FLOPs, bytes, regime — see 08_profiling.ipynb')

@@ -1,6 +1,6 @@
 # GENERATED from solutions/profiling/sweep.py by `course stubs --write`: fill in the bodies that raise NotImplementedError.
 # The lesson is 08_profiling/08_profiling.ipynb. Exercises in this file (line of each hole, then the commands):
-#   8.4 Throughput vs batch, and the knee: lines 32, 51; `course check 8.4`, `course hint 8.4`
+#   8.4 Throughput vs batch, and the knee: lines 33, 52; `course check 8.4`, `course hint 8.4`
 """Throughput against batch size, and the knee where a bigger batch stops paying (8.4)."""
 
 from __future__ import annotations
@@ -22,9 +22,10 @@ from .timers import time_fn
 def batch_sweep(model: GPT, batch_sizes: Sequence[int], *, context: int = 64, repeat: int = 5,
                 warmup: int = 2, device=None, clock: Callable[[], float] = time.perf_counter) -> list[SweepPoint]:
     """Decode throughput against batch size: one `SweepPoint` per DISTINCT batch size,
-    sorted by batch size. For each B: `time_fn` (with `warmup`, `repeat`, `device`
-    (default: the model's) and `clock`) of `decode_step_fn(model, B, context)`; step_s =
-    the median, tokens_per_s = B / step_s, spread = the Timing's spread.
+    sorted by batch size. Each point times `decode_step_fn(model, B, context)` with
+    `time_fn` (passing on `warmup`, `repeat`, `device` (default: the model's) and `clock`):
+    step_s its median, tokens_per_s the tokens one step makes per second, spread the
+    Timing's spread.
     Raises ValueError unless batch_sizes is a non-empty sequence of ints >= 1."""
     sizes = list(batch_sizes)
     if not sizes or any(not is_int(b) or b < 1 for b in sizes):

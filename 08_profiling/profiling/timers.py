@@ -1,6 +1,6 @@
 # GENERATED from solutions/profiling/timers.py by `course stubs --write`: fill in the bodies that raise NotImplementedError.
 # The lesson is 08_profiling/08_profiling.ipynb. Exercises in this file (line of each hole, then the commands):
-#   8.1 Honest timers: warm-up, repeats, sync: lines 38, 44; `course check 8.1`, `course hint 8.1`
+#   8.1 Honest timers: warm-up, repeats, sync: lines 40, 46; `course check 8.1`, `course hint 8.1`
 """Honest timers (8.1): warm-up, repeats, the median, synchronisation, an injectable clock."""
 
 from __future__ import annotations
@@ -21,12 +21,14 @@ def time_fn(fn: Callable[[], object], *, warmup: int = 2, repeat: int = 7, numbe
     `repeat` runs, in run order; `median`: their median; `warmup`: as given; `synchronized`:
     True when `sync` is given or `device` is cuda / mps).
 
-    The `warmup` untimed calls of fn come before every timed run; a run is exactly
-    `number` calls of fn between two `clock()` reads, its time their difference / `number`.
-    Only `clock` is read (tests pass a fake clock that moves when fn or sync runs).
-    `sync()` (default `synchronize(device)`) is called after every warm-up call, right
-    BEFORE each run's first clock read (so earlier queued work is not charged to it) and
-    right after its last call, before the second read (so its own queued work is).
+    The `warmup` untimed calls of fn come before every timed run, each waited for before
+    anything else happens; a run is exactly `number` calls of fn between two `clock()`
+    reads, its time their difference / `number`. What a run is charged: all the work its
+    own calls queued (on a GPU a call returns before its work is done), and none of the
+    work queued before it (by a warm-up call, an earlier run, or anyone before time_fn was
+    called). `sync()` (default `synchronize(device)`) is the only way to wait for queued
+    work; call it as few times as that rule allows (the tests count the calls). Only
+    `clock` is read (tests pass a fake clock that moves only when queued work completes).
     warmup=0 times the very first call.
     Raises ValueError (ints: warmup >= 0, repeat >= 1, number >= 1) and TypeError (fn not callable).
     """

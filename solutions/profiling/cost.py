@@ -12,15 +12,19 @@ def step_cost(config: GPTConfig, *, batch: int, new_tokens: int, context: int, d
     """FLOPs and bytes of one `forward_cached` call: `batch` rows, each running `new_tokens`
     new tokens after `context` cached ones (decode: new_tokens=1). N = batch × new_tokens
     tokens, each attending to L = context + new_tokens keys; C = n_embd, V = vocab_size; a
-    multiply-add is 2 FLOPs. Returns Cost(flops = matmul + attention, bytes = weights +
-    kv_read + kv_write, detail = exactly these five keys, as floats):
-      "matmul": per layer 2·N·(C·3C + C·C + C·4C + 4C·C) = 24·N·C², times n_layer, plus the
-                tied head 2·N·C·V (logits at every new position) — FlopCounterMode's count;
-      "attention": per layer Q·Kᵀ and P·V, 2·N·L·C each (all heads: H·D = C);
+    multiply-add is 2 FLOPs (an (m×k) @ (k×n) product is 2·m·k·n). Returns Cost(flops =
+    matmul + attention, bytes = weights + kv_read + kv_write, detail = exactly these five
+    keys, as floats):
+      "matmul": every Linear of every block (qkv C->3C, projection C->C, MLP C->4C->C) and
+                the tied head (logits at every new position), on the N new tokens — what
+                torch's FlopCounterMode counts for the same call;
+      "attention": per layer Q·Kᵀ and P·V over all heads (heads × head size = C), each new
+                token against its L keys;
       "weights": every parameter (`weight_count`) read once, except the position table wpe,
-                of which only the N looked-up rows (N·C values) are read;
-      "kv_read": per layer K and V of every row, 2·batch·L·C values;
-      "kv_write": per layer the new tokens' K and V, 2·N·C values;
+                of which only the looked-up rows are read;
+      "kv_read": per layer the K and V the call reads: every key of every row, once per ROW
+                (not once per new token);
+      "kv_write": per layer the new tokens' K and V;
     bytes = values × dtype_bytes. Not counted: LayerNorm, GELU, softmax, biases, adds, activations.
     Raises ValueError: ints batch, new_tokens, dtype_bytes >= 1 and context >= 0, and
     context + new_tokens <= block_size.
@@ -32,9 +36,16 @@ def step_cost(config: GPTConfig, *, batch: int, new_tokens: int, context: int, d
         raise ValueError(f"context {context} + new_tokens {new_tokens} exceeds the model's context "
                          f"{config.block_size}")
     # BEGIN SOLUTION 8.5
-    # HINT: Write each of the five terms as its formula with N = batch * new_tokens and
-    #   L = context + new_tokens (n_layer multiplies every per-layer term); the weights are
-    #   sum(weight_count(config).values()) - wpe + N·C values, times dtype_bytes.
+    # DECISION: how to count: each term derived from the shapes (which matmuls, whose rows, per row
+    #   or per token), the peaks measured so the FLOPs and bytes per timed call are known, and the
+    #   regime's boundaries (overhead first, strict; the ridge goes to compute).
+    # HINT: Count each product as 2·m·k·n with m the rows that go through it: every new token (N =
+    #   batch * new_tokens) for the Linears and the head; attention pairs each new token with L =
+    #   context + new_tokens keys.
+    # HINT: Per layer the four Linears are 2·N·(3C² + C² + 4C² + 4C²) = 24·N·C²; the head is
+    #   2·N·C·V; attention is 2 · (2·N·L·C); n_layer multiplies every per-layer term.
+    # HINT: Bytes: the weights are sum(weight_count(config).values()) - wpe + N·C values; K and V
+    #   read 2·batch·L·C values a layer, written 2·N·C; all times dtype_bytes.
     C, V, n_layer = config.n_embd, config.vocab_size, config.n_layer
     N, L = batch * new_tokens, context + new_tokens
     matmul = n_layer * 24 * N * C * C + 2 * N * C * V

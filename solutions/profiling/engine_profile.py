@@ -21,10 +21,11 @@ def profile_engine(engine, *, wait: int = 1, warmup: int = 1, active: int = 3, t
     return an `EngineProfile` of the `active` (recorded) steps; every field's meaning and
     counting rule is in EngineProfile's docstring.
 
-    The phases are labelled first (`label_engine`). The profiler runs with
-    `schedule(wait=wait, warmup=warmup, active=active, repeat=1)` and `record_shapes`;
-    activities: CPU, plus CUDA when `engine.device` is a GPU. The Chrome trace goes to
-    `trace_path` (`prof.export_chrome_trace`) when given. Raises ValueError (ints: wait >= 0,
+    The steps are labelled as `label_engine` labels them ("schedule", "forward", "sample").
+    Only the last `active` steps are recorded: the profiler's schedule skips `wait` and
+    traces `warmup` steps without keeping them (`schedule(..., repeat=1)`); `record_shapes`
+    as given; activities: CPU, plus CUDA when `engine.device` is a GPU, whose work must land
+    in the step that queued it. The Chrome trace goes to `trace_path` when given. Raises ValueError (ints: wait >= 0,
     warmup >= 0, active >= 1), and ValueError "the engine ran out of work at step i of n"
     when a step has nothing to run (`engine.step().ran` is False).
     """
@@ -32,16 +33,22 @@ def profile_engine(engine, *, wait: int = 1, warmup: int = 1, active: int = 3, t
     check_int("active", active, 1)
     _warm_profiler()
     # BEGIN SOLUTION 8.2
+    # DECISION: which profiler output answers which field (the summed `key_averages()` for totals,
+    #   the event list split into steps for medians), how an event is assigned to a step (the step
+    #   whose range holds its start), and what counts as a top-level operator (parent not an aten
+    #   op).
     # HINT: Run the steps inside `with profile(activities=..., schedule=schedule(...),
     #   record_shapes=...) as prof:`, calling `prof.step()` after every engine step (and
     #   synchronize(engine.device) before it, so GPU work lands in its own step).
     # HINT: After the run, `prof.key_averages()` gives the per-operator sums (count,
     #   self_cpu_time_total, cpu_time_total in µs); keep the keys starting "aten::".
-    # HINT: For per-step figures use `prof.events()` (CPU events only): the "ProfilerStep#k"
-    #   events give each step's time range; put every other event into the step whose range
-    #   holds its start (bisect on the sorted starts) and take medians over the steps.
-    # HINT: Top-level operators: aten events whose `cpu_parent` is None or not an aten op.
-    #   by_shape comes from `prof.key_averages(group_by_input_shape=True)`, str(a.input_shapes).
+    # HINT: For per-step figures use `prof.events()` (CPU events only): in torch 2.13 each recorded
+    #   step is one event named "ProfilerStep*" (the Chrome trace calls them "ProfilerStep#k");
+    #   match the prefix "ProfilerStep". Their ranges are the steps; put every other event into the
+    #   step whose range holds its start (bisect on the sorted starts) and take medians over the
+    #   steps.
+    # HINT: Top-level operators: aten events whose `cpu_parent` is None or not an aten op. by_shape
+    #   comes from `prof.key_averages(group_by_input_shape=True)`, str(a.input_shapes).
     label_engine(engine)
     device = engine.device
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])

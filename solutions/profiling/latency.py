@@ -28,6 +28,9 @@ def parse_request_log(lines: Iterable[str | bytes]) -> RequestLog:
     if isinstance(lines, (str, bytes)):
         raise TypeError("parse_request_log expects an iterable of lines; use text.splitlines()")
     # BEGIN SOLUTION 8.6
+    # DECISION: what makes a log line malformed and how lines are numbered (blank lines counted),
+    #   which records each statistic is taken over (a phase's own non-null times; the shares over
+    #   the complete records only, so they add up to 1), and which phase's share decides the advice.
     # HINT: enumerate(lines, 1); decode bytes, strip, skip empty lines; then a chain of
     #   checks, each of which appends (n, reason) to the malformed list and `continue`s.
     # HINT: json.loads(line[line.find("{"):]) raises json.JSONDecodeError on bad JSON;
@@ -119,8 +122,10 @@ def recommend(breakdown: dict[str, dict[str, float]], *, decode_regime: str | No
     if decode_regime not in (None, "compute", "bandwidth", "overhead"):
         raise ValueError(f"decode_regime must be None, 'compute', 'bandwidth' or 'overhead', got {decode_regime!r}")
     # BEGIN SOLUTION 8.6
-    # HINT: top = max(shares, key=shares.get); build the evidence string once, then one
-    #   branch per phase (for decode, a dict from regime to (key, advice)).
+    # HINT: The phase with the largest share decides; the evidence quotes every share, so build
+    #   it once before choosing.
+    # HINT: top = max(shares, key=shares.get); then one branch per phase (for decode, a dict
+    #   from regime to (key, advice)).
     shares = {p: breakdown[p]["share"] for p in ("queue", "prefill", "decode")}
     top = max(shares, key=shares.get)
     evidence = ", ".join(f"{p} {s:.0%}" for p, s in shares.items()) + " of end-to-end time"

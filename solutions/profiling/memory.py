@@ -28,6 +28,9 @@ def nbytes(*objs) -> int:
     Nothing is changed; no tensor is copied.
     """
     # BEGIN SOLUTION 8.3
+    # DECISION: what identifies a storage (device and data pointer, so views and tied weights count
+    #   once), how far to walk an object (modules' parameters and buffers, containers, one level of
+    #   attributes), and on the CPU which profiler field to sum so no byte is counted twice.
     # HINT: Collect storages in a dict keyed by (str(t.device), storage.data_ptr()), the
     #   value its nbytes(); the answer is the sum of the values.
     # HINT: Walk the objects recursively: tensors are added, modules add their
@@ -70,8 +73,8 @@ def peak_step_memory(fn: Callable[[], object], *, device=None) -> int:
     allocated before, the device synchronised before and after fn. On the CPU, which has no
     such counter, it comes from `torch.profiler`'s memory profile of the call
     (`profile_memory=True`): the largest net total, bytes allocated minus bytes freed,
-    reached at any moment of the call (counted from 0 at its start; each op counts its own
-    memory, children excluded, and the "[memory]" events the frees outside any op).
+    reached at any moment of the call (counted from 0 at its start); a byte allocated by an
+    op nested inside another is counted once, and so is a free outside any op.
     """
     device = _device_of(device)
     _warm_profiler()  # the first profiler session of a process pays a one-off start-up

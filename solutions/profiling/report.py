@@ -32,6 +32,9 @@ def write_report(data: dict, out_dir: str | Path) -> Path:
     if not out.is_dir():
         raise ValueError(f"out_dir {str(out)!r} is not an existing folder")
     # BEGIN SOLUTION 8.7
+    # DECISION: how every printed figure stays traceable to the data: which values are printed,
+    #   after which single unit scale, formatted by `_num`; no figure of the report's own (a ratio,
+    #   a sum, a number typed in); sections only for what the data has, in a fixed order.
     # HINT: Build the Markdown as a list of lines, one `if "<section>" in data:` block per
     #   section; join with "\n" at the end and write report.md and report.json.
     # HINT: Format every number as _num(scale * value): a table row is an f-string such as

@@ -16,14 +16,15 @@ from .timers import _device_of, time_fn
 
 def measure_peak_flops(device=None, *, n: int | None = None, dtype: torch.dtype = torch.float32,
                        seconds: float = 0.3, clock: Callable[[], float] = time.perf_counter) -> Peak:
-    """This machine's matmul FLOP/s: Peak(2·n³ / median seconds of an n×n @ n×n product,
-    conditions) — timed with `time_fn` (warm-up, synchronised, `clock`), the number of
+    """This machine's matmul FLOP/s: Peak(the FLOPs of one n×n @ n×n product / its median
+    seconds, conditions) — timed with `time_fn` (warm-up, synchronised, `clock`), the number of
     repeats chosen so they take about `seconds` in all (3..50). n defaults to 512 on the
     CPU, 4096 on CUDA. `conditions` starts "{n}x{n} {dtype} matmul on {device}"."""
     # BEGIN SOLUTION 8.5
-    # HINT: Two random n×n tensors on the device; time `lambda: a @ b` once (warmup=1,
-    #   repeat=1) to size the repeats, int(min(50, max(3, seconds / one_call))), then
-    #   again with those repeats: the peak is 2 * n**3 / t.median.
+    # HINT: Two random n×n tensors on the device; time `lambda: a @ b` once (warmup=1, repeat=1) to
+    #   size the repeats, int(min(50, max(3, seconds / one_call))), then again with those repeats.
+    # HINT: An n×n @ n×n product is n² outputs of n multiply-adds each: 2·n³ FLOPs; divide by the
+    #   median.
     device = _device_of(device)
     n = n or (4096 if device.type == "cuda" else 512)
     a = torch.randn(n, n, device=device, dtype=dtype)
@@ -38,13 +39,14 @@ def measure_peak_flops(device=None, *, n: int | None = None, dtype: torch.dtype 
 
 def measure_peak_bandwidth(device=None, *, size: int | None = None, seconds: float = 0.3,
                            clock: Callable[[], float] = time.perf_counter) -> Peak:
-    """This machine's memory bandwidth: Peak(2 × bytes / median seconds, conditions) of a
-    copy (`dst.copy_(src)`, float32) of a `size`-byte buffer much larger than the caches
+    """This machine's memory bandwidth: Peak(the bytes one copy moves / its median seconds,
+    conditions) of a copy (`dst.copy_(src)`, float32) of a `size`-byte buffer much larger than the caches
     (default 64 MiB on the CPU, 1 GiB on CUDA) — a copy reads and writes every byte. Timed
     like measure_peak_flops; `conditions` starts "copy of {size in MiB} MiB on {device}"."""
     # BEGIN SOLUTION 8.5
-    # HINT: Same recipe as measure_peak_flops, with src = torch.ones(size // 4) and
-    #   dst = torch.empty_like(src); the bytes moved per copy are 2 * src.numel() * 4.
+    # HINT: Same recipe as measure_peak_flops, with src = torch.ones(size // 4) and dst =
+    #   torch.empty_like(src).
+    # HINT: A copy reads every byte of src and writes every byte of dst: 2 * src.numel() * 4 bytes.
     device = _device_of(device)
     size = size or ((1 << 30) if device.type == "cuda" else (64 << 20))
     src = torch.ones(size // 4, device=device)
@@ -74,8 +76,10 @@ def classify(name: str, cost: Cost, seconds: float, peak_flops: float, peak_band
     if not 0 < min_efficiency <= 1:
         raise ValueError(f"min_efficiency must be in (0, 1], got {min_efficiency!r}")
     # BEGIN SOLUTION 8.5
-    # HINT: Compute the four numbers in the docstring's order; the regime needs only
-    #   efficiency (overhead first) and intensity against the ridge.
+    # HINT: The attainable rate at an intensity is the lower roof there; efficiency compares what
+    #   the step achieved with it.
+    # HINT: Decide overhead first (efficiency strictly below min_efficiency), then compare the
+    #   intensity with the ridge peak_flops / peak_bandwidth (at the ridge: compute).
     intensity = cost.intensity
     attainable = min(peak_flops, intensity * peak_bandwidth)
     achieved = cost.flops / seconds

@@ -19,14 +19,18 @@ from .timers import time_fn
 def batch_sweep(model: GPT, batch_sizes: Sequence[int], *, context: int = 64, repeat: int = 5,
                 warmup: int = 2, device=None, clock: Callable[[], float] = time.perf_counter) -> list[SweepPoint]:
     """Decode throughput against batch size: one `SweepPoint` per DISTINCT batch size,
-    sorted by batch size. For each B: `time_fn` (with `warmup`, `repeat`, `device`
-    (default: the model's) and `clock`) of `decode_step_fn(model, B, context)`; step_s =
-    the median, tokens_per_s = B / step_s, spread = the Timing's spread.
+    sorted by batch size. Each point times `decode_step_fn(model, B, context)` with
+    `time_fn` (passing on `warmup`, `repeat`, `device` (default: the model's) and `clock`):
+    step_s its median, tokens_per_s the tokens one step makes per second, spread the
+    Timing's spread.
     Raises ValueError unless batch_sizes is a non-empty sequence of ints >= 1."""
     sizes = list(batch_sizes)
     if not sizes or any(not is_int(b) or b < 1 for b in sizes):
         raise ValueError(f"batch_sizes must be a non-empty list of ints >= 1, got {batch_sizes!r}")
     # BEGIN SOLUTION 8.4
+    # DECISION: the knee's test: against which point each later throughput is judged (the candidate
+    #   itself, not its neighbour), how uneven batch spacing is normalised (per doubling), and which
+    #   comparison is strict; the sweep's throughput is rows per step time.
     # HINT: Loop over sorted(set(sizes)); the timed work is a fresh decode_step_fn per size.
     # HINT: Each point is SweepPoint(b, t.median, b / t.median, t.spread) for t = time_fn(...).
     device = device or model.transformer.wte.weight.device

@@ -18,12 +18,14 @@ def time_fn(fn: Callable[[], object], *, warmup: int = 2, repeat: int = 7, numbe
     `repeat` runs, in run order; `median`: their median; `warmup`: as given; `synchronized`:
     True when `sync` is given or `device` is cuda / mps).
 
-    The `warmup` untimed calls of fn come before every timed run; a run is exactly
-    `number` calls of fn between two `clock()` reads, its time their difference / `number`.
-    Only `clock` is read (tests pass a fake clock that moves when fn or sync runs).
-    `sync()` (default `synchronize(device)`) is called after every warm-up call, right
-    BEFORE each run's first clock read (so earlier queued work is not charged to it) and
-    right after its last call, before the second read (so its own queued work is).
+    The `warmup` untimed calls of fn come before every timed run, each waited for before
+    anything else happens; a run is exactly `number` calls of fn between two `clock()`
+    reads, its time their difference / `number`. What a run is charged: all the work its
+    own calls queued (on a GPU a call returns before its work is done), and none of the
+    work queued before it (by a warm-up call, an earlier run, or anyone before time_fn was
+    called). `sync()` (default `synchronize(device)`) is the only way to wait for queued
+    work; call it as few times as that rule allows (the tests count the calls). Only
+    `clock` is read (tests pass a fake clock that moves only when queued work completes).
     warmup=0 times the very first call.
     Raises ValueError (ints: warmup >= 0, repeat >= 1, number >= 1) and TypeError (fn not callable).
     """
@@ -33,12 +35,17 @@ def time_fn(fn: Callable[[], object], *, warmup: int = 2, repeat: int = 7, numbe
     if not callable(fn):
         raise TypeError(f"fn must be callable, got {type(fn).__name__}")
     # BEGIN SOLUTION 8.1
-    # HINT: Three phases: warm-up calls (untimed), then `repeat` timed runs, then the median.
-    #   Read the time only through `clock()`, never time.perf_counter directly.
-    # HINT: Pick the sync once: the given `sync`, else `lambda: synchronize(device)`;
-    #   `synchronized` is whether a sync was given or the device is cuda / mps.
-    # HINT: One run is: sync(); t0 = clock(); fn() `number` times; sync(); then
-    #   (clock() - t0) / number. Return Timing(statistics.median(times), tuple(times), ...).
+    # DECISION: where the waits go: which sync() calls a run needs so that it is charged its own
+    #   queued work and nothing queued before it, and which clock a timer may read (only `clock`).
+    # HINT: Three phases: warm-up calls (untimed), then `repeat` timed runs, then the median. Read
+    #   the time only through `clock()`, never time.perf_counter directly.
+    # HINT: Pick the sync once: the given `sync`, else `lambda: synchronize(device)`; `synchronized`
+    #   is whether a sync was given or the device is cuda / mps.
+    # HINT: A warm-up call's queued work must be done before the next call starts: sync() after each
+    #   one. A run must not start its clock while earlier work is still queued, and must not stop it
+    #   before its own work is done.
+    # HINT: One run is: sync(); t0 = clock(); fn() `number` times; sync(); then (clock() - t0) /
+    #   number. Return Timing(statistics.median(times), tuple(times), ...).
     device = _device_of(device)
     synchronized = sync is not None or device.type in ("cuda", "mps")
     if sync is None:
