@@ -89,6 +89,10 @@ STAGES: tuple[Stage, ...] = (
         ("3.12", "Bits per byte per document, with a confidence interval", 8, "3.9"),
         ("3.13", "Line completion: edit similarity, exact match, a held-out set", 10),
         ("3.14", "The regression gate", 5, "3.9 3.12 3.13"),
+        ("3.15", "RMSNorm", 4),
+        ("3.16", "Rotary position embeddings, positions per row", 10),
+        ("3.17", "The SwiGLU MLP", 4),
+        ("3.18", "Grouped-query attention", 8, "3.15 3.16 3.17"),
     )),
     # --- end stage 03 ---------------------------------------------------------------
     # --- stage 04 -------------------------------------------------------------------

@@ -21,6 +21,10 @@ exercise order:
                     (+ candidate_lines, complete_lines: greedy)
     eval_report.py  compare: the regression gate                        3.14
                     (+ MARGINS, evaluate_model, EvalReport, gate, ContextWindowModel)
+    rmsnorm.py      RMSNorm                                             3.15
+    rope.py         apply_rope: rotary positions, per row               3.16
+    swiglu.py       SwiGLU: the gated MLP                               3.17
+    gqa.py          grouped_query_attention                             3.18
   given:
     arguments.py    check_positive          config.py   TrainConfig, PRESETS
     loop.py         make_optimizer, train   sampling.py pick_next, generate, sample_gpt, ...
@@ -28,6 +32,7 @@ exercise order:
     demo.py         demo                    omp_env.py, __main__.py: the command line's start
     eval_sets.py    EvalSets, build_eval_sets, load_eval_sets: the held-out sets
     eval_cli.py     run_eval: `course eval MODEL [--against BASELINE]`
+    llama.py        LlamaConfig, Llama (+ random_llama): 3.15-3.18 composed, Hugging Face's keys
 
     python -m solutions.train --preset tiny         # writes out/tiny/gpt.pt (a run folder)
     torchrun --standalone --nproc_per_node 2 -m solutions.train --preset tiny --data DIR
@@ -53,6 +58,11 @@ from .perplexity import DOC_BYTES, DocScore, Interval, mean_interval, score_docu
 from .line_completion import (LEAK_CONTEXT, PREFIX_CHARS, CompletionExample, candidate_lines, complete_lines,
                               edit_similarity, exact_match, select_examples)
 from .eval_report import MARGINS, ContextWindowModel, EvalReport, Margin, compare, evaluate_model, gate
+from .rmsnorm import RMSNorm
+from .rope import apply_rope
+from .swiglu import SwiGLU
+from .gqa import grouped_query_attention
+from .llama import Llama, LlamaAttention, LlamaBlock, LlamaConfig, random_llama
 from .eval_sets import Document, EvalSets, build_eval_sets, load_eval_sets, read_split, source_kind
 from .config import PRESETS, TrainConfig
 from .loop import HISTORY_KEYS, make_optimizer, train
