@@ -27,10 +27,13 @@ class ContinuousBatching(Scheduler):
         `admit_fcfs` does. `out.chunks` is `plan_chunks()` of the requests running after that."""
         out = SchedulerOutput()
         # BEGIN SOLUTION 5.4
+        # DECISION: the step's order: whether the running requests still fit is decided before
+        #   anyone is admitted, a step that preempts admits nobody, and the chunks are planned for
+        #   the requests running after admission (a newcomer runs in the step that admits it).
         # HINT: the same shape as StaticBatching.schedule, without waiting for an empty batch:
         #   admission happens before every step.
-        # HINT: first ask whether the running requests still fit; a step either preempts or
-        #   admits, never both.
+        # HINT: first ask whether the running requests still fit (`tokens_held()` against the
+        #   capacity); a step either preempts or admits, never both; plan the chunks last.
         if self.tokens_held() > self.max_cache_tokens:
             self.preempt(now, out)
         else:
@@ -48,6 +51,9 @@ class ContinuousBatching(Scheduler):
         if self.max_tokens_per_step is None:
             return super().plan_chunks()
         # BEGIN SOLUTION 5.5
+        # DECISION: the budget's order: decodes before prefills (each decode needs one token, and
+        #   skipping it stalls a stream), prefills in admission order, the last one cut to what is
+        #   left, zero-token entries dropped.
         # HINT: decodes first: a decode needs only one token, and skipping it stalls a stream.
         # HINT: walk the decoders, then the prefillers, taking min(pending, budget left) for
         #   each and subtracting it from what is left; skip the zeros.
@@ -78,6 +84,10 @@ class ContinuousBatching(Scheduler):
         the same rule: running before swapped before waiting, with no new prefill in a step
         that preempted (vllm-project/vllm PR #5633, "don't schedule prefill if freeing kv cache")."""
         # BEGIN SOLUTION 5.6
+        # DECISION: the victim and the stopping rule: evict one at a time, always the running
+        #   request last in queue order at that moment, and stop as soon as the rest fit (strict >:
+        #   at exactly the capacity nobody more leaves); requeue and abort in an order that leaves
+        #   no row or queue entry behind.
         # HINT: a loop: while the running requests hold more than the capacity, evict one.
         # HINT: `tokens_held()` changes as soon as the victim leaves `running`; the victim is
         #   `max(self.running, key=...)` of `Request.order`.

@@ -22,6 +22,9 @@ class DynamicBatching(StaticBatching):
         has reached `deadline()` (the window closes AT arrival + max_wait_ms: `now ==
         deadline` is ready); False when nobody waits. Changes nothing."""
         # BEGIN SOLUTION 5.3
+        # DECISION: the window's two boundaries: a batch of exactly max_batch_size is full, and the
+        #   window closes AT the deadline (>=, not >); and when the engine must wake up with nothing
+        #   running.
         # HINT: two reasons to start, either is enough: the batch is full, or the window of
         #   the oldest waiting request has closed (`deadline()` says when).
         # HINT: mind both boundaries: `len(waiting) == max_batch_size` is full, and

@@ -27,6 +27,9 @@ def request_metrics(request: Request) -> RequestMetrics:
     copied from the request.
     """
     # BEGIN SOLUTION 5.7
+    # DECISION: which timestamps bound each metric (the FIRST admission for queue, n tokens give n -
+    #   1 gaps), which requests each summary is taken over (completed ones are timed, aborted ones
+    #   only counted), and that ITL pools every gap rather than averaging per request.
     # HINT: every metric is a difference of two timestamps the request already holds:
     #   `arrival`, the first RUNNING event, `token_times`, the last event.
     # HINT: n tokens have n - 1 gaps: TPOT averages the gaps, not the tokens.

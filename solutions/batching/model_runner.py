@@ -33,6 +33,10 @@ def forward_chunks(model: GPT, cache, chunks: list[tuple[Request, int]]) -> tupl
     an empty tensor when none is ready. A request mid-prefill is not ready.
     """
     # BEGIN SOLUTION 5.2
+    # DECISION: how to group ragged chunks into forwards (which rows share a padded forward, so a
+    #   decode is never padded to a prompt chunk), where each row's next-token logits sit (its last
+    #   real position, not the padding), and which requests are ready; for static batching, when a
+    #   batch may start.
     # HINT: one `forward_cached(model, idx, cache, rows=..., n_new=...)` serves many rows at
     #   once: idx (B, longest chunk) right-padded, n_new the real length of each row, rows
     #   the cache rows (a list of slots; a slice when they are consecutive avoids a copy).

@@ -32,6 +32,9 @@ class Request:
         instant is fine); a refused move changes nothing.
         """
         # BEGIN SOLUTION 5.1
+        # DECISION: the order of checking and changing (validate the move, the reason and the clock
+        #   before touching any field, so a refused move changes nothing), and which token ends a
+        #   request without being kept (a stop token is not output).
         # HINT: look the move up in TRANSITIONS: a missing key is illegal; for FINISHED the
         #   value lists the reasons allowed, every other move wants reason None.
         # HINT: check everything first (the move, the reason, `now` against events[-1].time),
