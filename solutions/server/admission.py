@@ -35,6 +35,10 @@ class AdmissionControl:
         "overloaded". Both 503s: type "service_unavailable_error", header `Retry-After` =
         str(retry_after_s), and `rejected` += 1."""
         # BEGIN SOLUTION 7.2
+        # DECISION: what is reserved (the worst case: blocks for prompt + max_tokens of n choices),
+        #   the refusals' precedence (never-fits 400 before draining before full), the boundary
+        #   (exactly full admits), and the invariant that admit and release, on two threads, never
+        #   interleave their reads and writes of the counters.
         # HINT: Compute the need first (`request_blocks`); a need larger than the whole
         #   memory is the client's fault (400), before any lock.
         # HINT: Everything that reads or changes the counters happens under `self._lock`,

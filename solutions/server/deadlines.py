@@ -18,6 +18,9 @@ def deadline_reason(request: Request, now: float, *, first_token_s: float | None
     aborts a late request, its blocks freed at once, and tells the client: a 504, or a
     last stream event, `deadline_error`.)"""
     # BEGIN SOLUTION 7.3
+    # DECISION: the boundaries and precedence: strictly past (>) a deadline, the first-token one
+    #   only while no token exists and winning a tie, None never expiring, and what can never be
+    #   late (finished, no arrival).
     # HINT: Rule out first what can never be late: `request.finished`, or no arrival.
     # HINT: The age is `now - request.arrival`; "past" is a strict `>`.
     # HINT: Check the first-token deadline (only while `request.output` is empty) before

@@ -20,6 +20,9 @@ async def until_disconnected(request: HTTPRequest, poll_s: float = 0.02) -> None
     seconds, the event loop free in between (never spin). The handler races this against
     the answer: if it wins, the request is aborted (`ServerState.abort`)."""
     # BEGIN SOLUTION 7.4
+    # DECISION: the race: what to wait on at once (the next batch and the departure), who wins a tie
+    #   (the batch already taken), what must be cancelled so nothing waits behind (the losing get,
+    #   never the shared watcher), and how a broken watcher is told from a departure.
     # HINT: This is polling: ask, and while the client is still there pause and ask again;
     #   the pause must be an `await`, so that the loop keeps serving the other requests.
     # HINT: A loop: ask `await request.is_disconnected()`; while it is False, give the

@@ -32,6 +32,9 @@ def request_log(request: Request, finish_reason: str | None = None) -> dict:
     `request.num_cached_tokens` (stage 06's prefix cache) or 0 when absent or None.
     Changes nothing."""
     # BEGIN SOLUTION 7.6
+    # DECISION: which instants bound each span (the FIRST RUNNING event, the first and last token,
+    #   the last event) so that e2e = queue + prefill + decode, which spans do not exist (None), and
+    #   how many observations each histogram gets (k tokens: k - 1 gaps).
     # HINT: Find the three instants first: when it was first scheduled (the first event
     #   whose state is State.RUNNING, or None), its first and last token times (or None).
     # HINT: Each span is a difference of two instants, None when either is missing (the

@@ -29,6 +29,9 @@ async def drain(state: ServerState, grace_s: float, poll_s: float = 0.02) -> int
     code="shutting_down")) for it. On return their handlers have answered (`state.jobs` is
     empty), or one more second has passed."""
     # BEGIN SOLUTION 7.7
+    # DECISION: the drain's order and its waiting: stop admitting before any wait, wait without
+    #   blocking the event loop and no longer than needed, then abort exactly the jobs still in
+    #   flight and tell their clients; the count returned is those aborted.
     # HINT: Set the admission flag first: a request admitted during the drain would have to
     #   be aborted too.
     # HINT: Waiting is a loop `while state.jobs and time.monotonic() < end: await

@@ -27,6 +27,9 @@ class TokenStream:
         this thread put before it. Once the loop is closed (the server is gone) the event
         is dropped silently: nothing is raised."""
         # BEGIN SOLUTION 7.5
+        # DECISION: the thread boundary: which side may touch the asyncio queue (only the loop's
+        #   thread: put hands the event over), how a slow reader is served (everything queued as one
+        #   batch, without waiting again), and the exact SSE framing.
         # HINT: Do not touch `self.queue` from this thread: ask the loop to call
         #   `self.queue.put_nowait(event)` for you, `self.loop.call_soon_threadsafe(fn, arg)`.
         # HINT: Wrap that call in try/except RuntimeError (the loop is closed) and drop.

@@ -24,6 +24,9 @@ def token_budget(body: dict, kind: str, prompt_tokens: int, limits: Limits) -> t
     "An int" is `is_int`: never a bool (True is not 1 here), never a float (4.0 is not 4).
     Changes nothing."""
     # BEGIN SOLUTION 7.1
+    # DECISION: the precedence of faults (which field a 400 names when several are wrong: n, then a
+    #   prompt no answer fits, then max_tokens), what null means (the default), which chat field is
+    #   the one checked and named, and what counts as an int (never a bool or a float).
     # HINT: Each field: `body.get(name)` is None both when it is missing and when it is
     #   null: replace None by the default first, then check the value with `is_int`.
     # HINT: The prompt's check comes between n and max_tokens: `left < 1` is a 400 on the
