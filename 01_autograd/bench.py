@@ -1,7 +1,7 @@
 """Stage 01 benchmark: one training step of the NumPy engine against PyTorch, and against a
 scalar micrograd-style engine.
 
-    python 01_autograd/bench.py [--quick] [--threads N] [--json FILE] [--plot FILE]
+    python 01_autograd/bench.py [--quick] [--threads N] [--impl student|solution] [--json FILE] [--plot FILE]
 
 1. An MLP training step (forward, cross-entropy, backward, SGD update) on float32 data, with
    the engine and with PyTorch on the CPU, at the same thread count: the ratio engine/torch.
@@ -10,8 +10,10 @@ scalar micrograd-style engine.
    micrograd does it (one Python object per number), against the engine, on a small net:
    what working on whole arrays buys.
 
-The implementation measured is `course.load("autograd")`: the learner's, or the reference
-with COURSE_IMPL=solution. Timings alternate between implementations and keep medians.
+The implementation measured is `course.load("autograd")` of `--impl student|solution`
+(default: COURSE_IMPL, else student: your package; a learner's release has no reference of
+this stage, and every row here runs on yours). Timings alternate between implementations
+and keep medians.
 """
 
 from __future__ import annotations
@@ -38,9 +40,10 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 import course  # noqa: E402
+from course.bench_impl import add_impl_argument, load_impl, run_bench  # noqa: E402
 from course.benchmark import Report, Timing, bench_args, fmt_seconds, measure  # noqa: E402
 
-ag = course.load("autograd")
+ag = None  # the package measured: `load_impl` in main(), after the arguments (so --help always works)
 
 
 # ---------------------------------------------------------------------- the scalar reference
@@ -225,7 +228,10 @@ def plot(plt, batches, mlp_times, value_time, value_name):
 
 
 def main() -> None:
-    args = bench_args("Stage 01: one MLP training step, engine vs PyTorch vs scalar autograd")
+    global ag
+    args = bench_args("Stage 01: one MLP training step, engine vs PyTorch vs scalar autograd",
+                      extra=add_impl_argument)
+    ag = load_impl(args, "autograd")
     rep = Report("01_autograd", args, title="one training step (forward, backward, SGD)")
     print(f"threads: torch {torch.get_num_threads()}, OpenBLAS {os.environ['OPENBLAS_NUM_THREADS']}; "
           f"implementation: {course.current_impl()}")
@@ -239,4 +245,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_bench(main)

@@ -24,9 +24,13 @@ the chunked runs, against continuous without chunking.
 of sleeping: on a machine shared with other jobs, time they steal is not counted. Only
 meaningful with --threads 1 (CPU time adds up over threads).
 
-    python 05_batching/bench.py [--quick] [--threads N] [--repeat N] [--clock wall|process]
-                                [--json FILE] [--plot FILE] [--device cpu|cuda]
+    python 05_batching/bench.py [--impl student|solution] [--quick] [--threads N] [--repeat N]
+                                [--clock wall|process] [--json FILE] [--plot FILE] [--device cpu|cuda]
                                 [--dtype float32|float16|bfloat16]
+
+--impl (default: COURSE_IMPL, else student): whose batching package runs every policy, the
+static baseline included (all of them are exercises or given code of the stage package), so
+in a learner's release every row measures the learner's code.
 
 --device / --dtype (solutions/device.py): both models on that device in that dtype (the
 KV caches follow the model); --clock process is for the CPU only.
@@ -43,12 +47,12 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from anywhere in the repo
 
-import course  # noqa: E402
+from course.bench_impl import add_impl_argument, load_impl, run_bench  # noqa: E402
 from course.benchmark import Report, bench_args  # noqa: E402
 from solutions.device import add_device_arguments, device_or_exit, dtype_name  # noqa: E402
 from solutions.gpt import GPT, GPTConfig  # noqa: E402
 
-b = course.load("batching", impl="solution")
+b = None  # the package measured: `load_impl` in main(), after the arguments (so --help always works)
 KEYS = ("tokens_per_s", "ttft_p50_ms", "ttft_p99_ms", "tpot_p50_ms", "tpot_p99_ms", "itl_p50_ms", "itl_p99_ms",
         "occupancy")
 
@@ -79,14 +83,16 @@ def warm_up(model: GPT, n: int) -> None:
 
 
 def main() -> None:
+    global b
     args = bench_args("Stage 05: static vs dynamic vs continuous batching", extra=lambda p: (p.add_argument(
         "--clock", choices=sorted(CLOCKS), default="wall", help="wall: time.monotonic; process: CPU time"),
-        add_device_arguments(p)))
+        add_device_arguments(p), add_impl_argument(p)))
     device, dtype = device_or_exit(args)
     if args.clock == "process" and args.threads != 1:
         raise SystemExit("--clock process measures CPU time, which adds up over threads: use it with --threads 1")
     if args.clock == "process" and device.type != "cpu":
         raise SystemExit("error: --clock process measures this process's CPU time, not a GPU's: use --clock wall")
+    b = load_impl(args, "batching")
     torch.manual_seed(0)
     model, what = b.default_model(device, dtype)
     what += f" ({device}, {dtype_name(dtype)})"
@@ -169,4 +175,4 @@ def plot(plt, results: dict):
 
 
 if __name__ == "__main__":
-    main()
+    run_bench(main)

@@ -26,9 +26,12 @@ Four parts (ratios within one run; the machine is shared and noisy):
 
 Every engine here is checked to give every request the same tokens as stage 05's.
 
-    COURSE_IMPL=solution python 06_paged_attention/bench.py [--quick] [--threads N] [--repeat N]
+    python 06_paged_attention/bench.py [--impl student|solution] [--quick] [--threads N] [--repeat N]
                          [--parts memory,decode,prefix,gpu] [--json FILE] [--plot FILE]
                          [--device cpu|cuda] [--dtype float32|float16|bfloat16]
+
+--impl (default: COURSE_IMPL, else student): whose paged package is measured; every part
+runs on the learner's package (stage 05's engine, the baseline, is given in a release).
 
 --device / --dtype (solutions/device.py) put the default model of the memory, decode and
 prefix parts on that device in that dtype (the KV pools follow it); the gpu part always
@@ -48,6 +51,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from anywhere in the repo
 
 import course  # noqa: E402
+from course.bench_impl import add_impl_argument, load_impl, run_bench  # noqa: E402
 from course.benchmark import Report, bench_args, fmt_seconds, measure  # noqa: E402
 from solutions.batching import ContinuousBatching, Engine, default_model, replay  # noqa: E402
 from solutions.device import add_device_arguments, device_or_exit, dtype_name  # noqa: E402
@@ -55,7 +59,8 @@ from solutions.kv_cache import KVCache, forward_cached  # noqa: E402
 from solutions.tokenizer import ByteTokenizer  # noqa: E402
 from solutions.workload import Trace, TraceRequest, make_trace  # noqa: E402
 
-p = course.load("paged")
+p = None  # the package measured: `load_impl` in main() (after the arguments, so --help always works),
+# or `course.load("paged")` of the current impl in speed_check()
 BUDGET_ROWS, MAX_LEN = 8, 256
 PARTS = ("memory", "decode", "prefix", "gpu")
 
@@ -103,6 +108,9 @@ def speed_check() -> str | None:
     decode step against the contiguous one, the bench's batch-8 case. A line when it is
     more than SLOW_DECODE_RATIO x the contiguous step (measured twice before saying so, the
     machine may be busy), else None. Correctness is the tests' business, not this."""
+    global p
+    if p is None:
+        p = course.load("paged")
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
@@ -341,15 +349,17 @@ def part_gpu(rep: Report, args) -> dict:
 
 
 def main() -> None:
+    global p
     args = bench_args("Stage 06: paged vs contiguous KV memory", extra=lambda a: (a.add_argument(
         "--parts", default=",".join(PARTS), help=f"comma-separated subset of {','.join(PARTS)}"),
-        add_device_arguments(a)))
+        add_device_arguments(a), add_impl_argument(a)))
     device, dtype = device_or_exit(args)
     parts = [x.strip() for x in args.parts.split(",") if x.strip()]
     bad = [x for x in parts if x not in PARTS]
     if bad or not parts:
         print(f"error: --parts must name some of {', '.join(PARTS)}, got {args.parts!r}", file=sys.stderr)
         raise SystemExit(2)
+    p = load_impl(args, "paged")
     if args.quick:
         args.repeat = min(args.repeat, 2)
     reps = {part: Report("06_paged_attention") for part in parts}
@@ -440,4 +450,4 @@ def plot(memory: dict, path: str) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_bench(main)

@@ -1,7 +1,9 @@
 """Stage 07 benchmark: the server under a bounded Poisson load on loopback, with and
 without admission control, against the engine offline at the same load.
 
-The server runs as its own process (`python -m solutions.server`, 1 torch thread, the
+The server runs as its own process (`course --impl IMPL serve`: the server package of
+`--impl`, default COURSE_IMPL, else student, so in a learner's release it is the learner's
+own; stage 06's PagedEngine, given there, is the offline baseline. 1 torch thread, the
 default model, batch 16, a KV pool of --num-blocks blocks of 16 tokens); this process
 is the load generator: Poisson arrivals of the 6:3:1 mix of stage 05 (prompts cut from
 real Python source, sent as token ids), each request a streaming completion
@@ -28,8 +30,8 @@ Aims (issue 10): at 2x saturation, admitted p99 TTFT <= 5x idle TTFT, and goodpu
 admission >= 1.5x goodput without; HTTP TTFT <= 1.2x the engine's offline TTFT at low
 load (0.25x saturation).
 
-    python 07_serving/bench.py [--quick] [--requests N] [--num-blocks B] [--max-queue-tokens T]
-                               [--json FILE] [--plot FILE] [--device cpu|cuda]
+    python 07_serving/bench.py [--impl student|solution] [--quick] [--requests N] [--num-blocks B]
+                               [--max-queue-tokens T] [--json FILE] [--plot FILE] [--device cpu|cuda]
                                [--dtype float32|float16|bfloat16]
 
 --device / --dtype (solutions/device.py): the servers (`--device D --dtype T`) and the
@@ -56,12 +58,13 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # run from anywhere in the repo
 
+import course  # noqa: E402
+from course.bench_impl import add_impl_argument, load_impl, run_bench  # noqa: E402
 from course.benchmark import Report, bench_args  # noqa: E402
 from solutions.batching import ContinuousBatching, percentile, replay, request_metrics  # noqa: E402
 from solutions.device import add_device_arguments, device_or_exit, dtype_name  # noqa: E402
 from solutions.gpt import load_default  # noqa: E402
 from solutions.paged import PagedEngine  # noqa: E402
-from solutions.server.serve import wait_until_healthy  # noqa: E402
 from solutions.tokenizer import EOT, ByteTokenizer  # noqa: E402
 from solutions.workload import make_trace  # noqa: E402
 
@@ -82,7 +85,9 @@ def free_port() -> int:
 
 
 class ServerProcess:
-    """`python -m solutions.server` on a free loopback port, up until `close()`."""
+    """`course --impl IMPL serve` on a free loopback port, up until `close()`: the server
+    package of the current implementation (`course.current_impl()`, which `load_impl` sets),
+    the learner's or the reference's."""
 
     def __init__(self, *args: str, log_dir: str):
         self.port = free_port()
@@ -90,14 +95,15 @@ class ServerProcess:
         self.read = 0
         args = (*args, "--request-log", str(self.log))
         self.url = f"http://127.0.0.1:{self.port}"
-        cmd = [sys.executable, "-m", "solutions.server", "--port", str(self.port), "--threads", "1",
+        impl = course.current_impl()
+        cmd = [sys.executable, "-m", "course", "--impl", impl, "serve", "--port", str(self.port), "--threads", "1",
                "--max-batch-size", str(BATCH), "--grace", "5", *args]
-        self.proc = subprocess.Popen(cmd, cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)),
+        self.proc = subprocess.Popen(cmd, cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT), COURSE_IMPL=impl),
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        if not wait_until_healthy(self.url, self.proc, timeout=90):
+        # given code of the package served (serve.py), the learner's or the reference's
+        if not course.load("server", impl=impl).serve.wait_until_healthy(self.url, self.proc, timeout=90):
             self.close()
             raise RuntimeError(f"the server did not start: {' '.join(cmd)}")
-            time.sleep(0.2)
 
     def new_lines(self) -> list[dict]:
         """The request-log lines written since the last call (one per finished request)."""
@@ -192,9 +198,11 @@ def main() -> None:
         p.add_argument("--ttft-target-ms", type=float, default=None, help="goodput target (default 5x idle)")
         p.add_argument("--factors", default="0.25,0.5,1,1.5,2", help="rates, as multiples of saturation")
         add_device_arguments(p)
+        add_impl_argument(p)
 
     args = bench_args("Stage 07: serving under load, with and without admission control", extra=extra)
     device, dtype = device_or_exit(args)
+    load_impl(args, "server")  # the servers run this package (`course --impl IMPL serve`)
     on = ("--device", str(device), "--dtype", dtype_name(dtype))
     if args.threads != 1:
         print("note: the server and the offline engine both run on 1 torch thread; --threads is ignored")
@@ -314,4 +322,4 @@ def plot(rows: list[dict], path: str) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_bench(main)

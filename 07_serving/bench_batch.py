@@ -26,7 +26,11 @@ MAX_TOKENS_PER_STEP), and what a second torch thread gives the engine alone.
            intra-op thread gives an engine alone, with a core free for it (the server leaves
            that core to HTTP instead: `engine_threads`, measured in bench_vllm.py).
 
-    python 07_serving/bench_batch.py [--quick] [--repeat N] [--json FILE]
+    python 07_serving/bench_batch.py [--impl student|solution] [--quick] [--repeat N] [--json FILE]
+
+--impl (default: COURSE_IMPL, else student): whose server package builds the engine
+(`make_engine`, `gemm_layout`: given code of the stage package), so in a learner's release
+it is the learner's; stages 04-06, which the rest measures, are given there.
 
 Every engine here runs on one torch thread except the `threads` rows. The machine is shared:
 read the ratios, which one run compares, not the absolute figures.
@@ -47,14 +51,16 @@ import torch.nn.functional as F
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # run from anywhere in the repo
 
+from course.bench_impl import add_impl_argument, load_impl, run_bench  # noqa: E402
 from course.benchmark import Report, bench_args, measure  # noqa: E402
 from solutions.batching import Request, SamplingParams, model_runner  # noqa: E402
 from solutions.gpt import load_default, random_gpt  # noqa: E402
 from solutions.kv_cache import forward_cached  # noqa: E402
 from solutions.paged import DecodeStaging, PagedKVCache, paged_attention  # noqa: E402
-from solutions.server import gemm_layout, make_engine  # noqa: E402
 from solutions.tokenizer import EOT  # noqa: E402
 from solutions.workload import make_trace  # noqa: E402
+
+srv = None  # the server package measured: `load_impl` in main(), after the arguments (so --help always works)
 
 
 def bursts() -> dict[str, list[tuple[list[int], int]]]:
@@ -65,7 +71,7 @@ def bursts() -> dict[str, list[tuple[list[int], int]]]:
 
 def run_burst(model, load, rows: int, budget: int) -> float:
     """Output tokens/s of one burst through a fresh engine."""
-    engine = make_engine(model, max_batch_size=rows, max_tokens_per_step=budget)
+    engine = srv.make_engine(model, max_batch_size=rows, max_tokens_per_step=budget)
     for i, (prompt, out) in enumerate(load):
         engine.add_request(Request(prompt, out, sampling=SamplingParams(ignore_eos=True), stop=[EOT],
                                    request_id=str(i)))
@@ -167,7 +173,9 @@ def forward_ms(model, T: int, repeat: int) -> float:
 
 
 def main() -> None:
-    args = bench_args("Stage 07: rows, tokens and threads per engine step")
+    global srv
+    args = bench_args("Stage 07: rows, tokens and threads per engine step", extra=add_impl_argument)
+    srv = load_impl(args, "server")
     torch.set_num_threads(1)
     rep = Report("07_serving", args, title="rows and tokens a step (offline engine, 1 thread), threads by width")
     model, _ = load_default()
@@ -221,7 +229,7 @@ def main() -> None:
         r, c = statistics.median(row), statistics.median(col)
         rep.add(f"gemm layout: F.linear 192 -> 768, {M} rows", row_major_us=round(r, 1), column_major_us=round(c, 1),
                 speedup=round(r / c, 2))
-    laid_out = gemm_layout(copy.deepcopy(model))
+    laid_out = srv.gemm_layout(copy.deepcopy(model))
     for name, load in bursts().items():
         row, col = [], []
         for _ in range(repeat):
@@ -248,4 +256,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_bench(main)

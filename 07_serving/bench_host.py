@@ -16,9 +16,10 @@ position ~100): aten operators per step, top-level ones (the dispatcher round tr
 pays for), and the step's time outside operators (Python).
 
 The script only uses APIs the server had before issue 21's changes, so the same file run
-in a checkout of an older commit measures "before":
+in a checkout of an older commit measures "before" (there, without `course.bench_impl`, it
+measures the reference, `solutions.server`, as it did then):
 
-    python 07_serving/bench_host.py [--rows 64] [--requests 64]
+    python 07_serving/bench_host.py [--impl student|solution] [--rows 64] [--requests 64]
     git worktree add /tmp/before e285b54 && cp 07_serving/bench_host.py /tmp/before/07_serving/ \\
         && (cd /tmp/before && python 07_serving/bench_host.py)
 """
@@ -40,10 +41,14 @@ sys.path.insert(0, str(ROOT))  # run from anywhere in the repo
 
 from solutions.batching import Request, SamplingParams  # noqa: E402
 from solutions.gpt import load_default  # noqa: E402
-from solutions.profiling import profile_engine  # noqa: E402
-from solutions.server import make_engine  # noqa: E402
-from solutions.server.serve import serve_in_thread  # noqa: E402
 from solutions.tokenizer import EOT  # noqa: E402
+
+try:  # --impl: the learner's server package or the reference's (course/bench_impl.py)
+    from course.bench_impl import add_impl_argument, load_impl, run_bench, skip_without
+except ImportError:  # an older checkout (the "before" run above): the reference, as then
+    add_impl_argument = skip_without = None
+
+srv = None  # the server package measured (make_engine, serve.serve_in_thread: given code), set in main()
 
 CLIENT = r"""
 import asyncio, json, random, sys, time, httpx
@@ -67,7 +72,7 @@ asyncio.run(main())
 
 
 def serve_burst(model, rows: int, requests: int) -> dict:
-    engine = make_engine(model, max_batch_size=rows, max_tokens_per_step=2048,
+    engine = srv.make_engine(model, max_batch_size=rows, max_tokens_per_step=2048,
                          num_blocks=-(-rows * model.config.block_size // 16))
     steps: list[tuple[float, float, int]] = []  # (start, seconds, rows) of each step that ran
     inner = engine.step
@@ -80,7 +85,7 @@ def serve_burst(model, rows: int, requests: int) -> dict:
         return out
 
     engine.step = step
-    handle = serve_in_thread(engine)
+    handle = srv.serve.serve_in_thread(engine)
     try:
         for _ in range(2):  # a warm-up burst, then the measured one
             steps.clear()
@@ -97,7 +102,9 @@ def serve_burst(model, rows: int, requests: int) -> dict:
 
 
 def profile_decode(model, rows: int) -> dict:
-    engine = make_engine(model, max_batch_size=rows, max_tokens_per_step=2048,
+    from solutions.profiling import profile_engine  # stage 08's profiler (main() checks it is here)
+
+    engine = srv.make_engine(model, max_batch_size=rows, max_tokens_per_step=2048,
                          num_blocks=-(-rows * model.config.block_size // 16))
     for i in range(rows):
         engine.add_request(Request([32 + (i + j) % 90 for j in range(96)], 64, sampling=SamplingParams(ignore_eos=True),
@@ -116,11 +123,22 @@ def main() -> None:
     p.add_argument("--rows", type=int, default=64)
     p.add_argument("--requests", type=int, default=64)
     p.add_argument("--json", default=None, metavar="FILE")
+    if add_impl_argument is not None:
+        add_impl_argument(p)
     args = p.parse_args()
+    global srv
+    if add_impl_argument is not None:
+        srv = load_impl(args, "server")
+        profiled = skip_without("profiling", "the profile rows (ops_per_step, top_level_ops_per_step, "
+                                "profiled_step_ms, outside_ops_ms: stage 08's profile_engine)")
+    else:
+        import solutions.server.serve  # noqa: F401 - the older checkout's own reference
+        srv = solutions.server
+        profiled = True
     torch.set_num_threads(1)
     sys.setswitchinterval(0.0005)  # as `course serve` does
     model, _ = load_default()
-    row = {**serve_burst(model, args.rows, args.requests), **profile_decode(model, args.rows)}
+    row = {**serve_burst(model, args.rows, args.requests), **(profile_decode(model, args.rows) if profiled else {})}
     for k, v in row.items():
         print(f"{k:>24}: {v:.2f}" if isinstance(v, float) else f"{k:>24}: {v}")
     if args.json:
@@ -130,4 +148,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_bench(main) if add_impl_argument is not None else main()

@@ -4,9 +4,12 @@ vLLM is never a dependency of the course: it runs from a separate Python environ
 with `--vllm-python` (without it this script says so and exits 2). In one run it
 
 1. exports the default model (`--model`) to a temporary Hugging Face folder
-   (`solutions.server.hf_export`: GPT2LMHeadModel + byte tokenizer, checked against the course);
+   (`hf_export.py` of the server package: GPT2LMHeadModel + byte tokenizer, checked against
+   the course);
 2. per thread setting T (`--threads 1,2`), starts both servers and keeps them up:
-   - the course: `python -m solutions.server --threads T COURSE_ARGS` (`--course-args`,
+   - the course: `course --impl IMPL serve --threads T COURSE_ARGS` (`--impl`: whose server
+     package, default COURSE_IMPL, else student: in a learner's release the learner's own;
+     `--course-args`,
      default none: the server's defaults, `--max-batch-size` included, not the batch of 16
      that 07_serving/bench.py's `ServerProcess` asks for): TWO processes, nothing
      pinned: HTTP (the event loop) and the engine (`engine_process.py`; `--course-args
@@ -47,7 +50,7 @@ the trace's span), each server start one (`--start-timeout`).
 
     python 07_serving/bench_vllm.py --vllm-python /path/to/venv/bin/python [--threads 1,2]
         [--reps 3] [--loads a,b,c,d] [--client vllm|httpx] [--course-args "..."] [--greedy 20] [--vllm-bench]
-        [--json FILE] [--keep-logs DIR]
+        [--json FILE] [--keep-logs DIR] [--impl student|solution]
 """
 
 from __future__ import annotations
@@ -75,10 +78,11 @@ from bench import MODEL, ServerProcess, free_port, load, source_tokens  # noqa: 
 from solutions.batching import percentile  # noqa: E402
 from solutions.checks import ArgumentParser, check_int  # noqa: E402
 from solutions.fileio import check_outputs, write_text_atomic  # noqa: E402
-from solutions.server.engine import MAX_BATCH_SIZE  # noqa: E402
-from solutions.server.serve import wait_until_healthy  # noqa: E402
 from solutions.tokenizer import ByteTokenizer  # noqa: E402
 from solutions.workload import make_trace  # noqa: E402
+from course.bench_impl import add_impl_argument, load_impl, run_bench  # noqa: E402
+
+srv = None  # the server package measured (given code: engine, serve, hf_export), set in main()
 
 LOADS = {"a": ("64 x 64/64, all at once", "square", None), "b": ("100 mix, all at once", "mix", None),
          "c": ("64 x 64/64, Poisson 8/s", "square", 8.0), "d": ("100 mix, Poisson 8/s", "mix", 8.0)}
@@ -149,7 +153,7 @@ class VLLMServer:
         self.log = log
         with open(log, "w") as f:
             self.proc = subprocess.Popen(cmd, env=env, stdout=f, stderr=subprocess.STDOUT, start_new_session=True)
-        if not wait_until_healthy(self.url, self.proc, timeout):
+        if not srv.serve.wait_until_healthy(self.url, self.proc, timeout):
             self.close()
             tail = log.read_text(errors="replace").splitlines()[-15:]
             raise RuntimeError("vllm serve did not start:\n" + "\n".join(tail))
@@ -362,6 +366,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--start-timeout", type=float, default=300, help="seconds a server may take to start")
     p.add_argument("--json", help="also write the results here (atomically)")
     p.add_argument("--keep-logs", help="copy the servers' logs into this new folder")
+    add_impl_argument(p)
     args = p.parse_args(argv)
     if not args.vllm_python:
         p.exit(2, "error: this optional benchmark needs vLLM in a separate environment: pass --vllm-python "
@@ -385,8 +390,14 @@ def main(argv: list[str] | None = None) -> None:
     except ValueError as e:
         p.exit(2, f"error: {e}\n")
 
+    import importlib
+
     from solutions.gpt import load_checkpoint, load_default
-    from solutions.server.hf_export import export
+
+    global srv
+    srv = load_impl(args, "server")  # the course server below runs this package (ServerProcess)
+    export = importlib.import_module(f"{srv.__name__}.hf_export").export
+    MAX_BATCH_SIZE = srv.engine.MAX_BATCH_SIZE
 
     work = Path(tempfile.mkdtemp(prefix="bench-vllm-"))
     venv = vllm_env(facts, work)
@@ -473,4 +484,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_bench(main)

@@ -17,8 +17,12 @@
    `find_knee` (doubling the batch adds < 10% throughput), timed by CPU time with
    --threads 1 (`cpu_clock_ok`), else by the wall clock.
 
-    python 08_profiling/bench.py [--quick] [--threads N] [--repeat N] [--json FILE] [--plot FILE]
-                                 [--device cpu|cuda] [--dtype float32|float16|bfloat16]
+    python 08_profiling/bench.py [--impl student|solution] [--quick] [--threads N] [--repeat N]
+                                 [--json FILE] [--plot FILE] [--device cpu|cuda]
+                                 [--dtype float32|float16|bfloat16]
+
+--impl (default: COURSE_IMPL, else student): whose profiling package does the labelling,
+the sweep and the knee; every row runs on it (in a learner's release, the learner's).
 
 --device / --dtype (solutions/device.py): the model (and the engines' KV pools) on that
 device in that dtype. Part 1 measures the profiler's CPU-side price (CPU time) wherever the
@@ -36,11 +40,11 @@ from torch.profiler import ProfilerActivity, profile, schedule
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from anywhere in the repo
 
-import course  # noqa: E402
+from course.bench_impl import add_impl_argument, load_impl, run_bench  # noqa: E402
 from course.benchmark import Report, bench_args  # noqa: E402
 from solutions.device import add_device_arguments, device_or_exit, dtype_name  # noqa: E402
 
-prof = course.load("profiling", impl="solution")
+prof = None  # the package measured: `load_impl` in main(), after the arguments (so --help always works)
 
 
 SCHEDULE = dict(wait=1, warmup=1, active=3, repeat=1)  # what `course profile` records per batch size
@@ -102,8 +106,11 @@ def window_cost(model, pairs: int) -> tuple[float, float]:
 
 
 def main() -> None:
-    args = bench_args("Stage 08: profiler overhead and the throughput knee", extra=add_device_arguments)
+    global prof
+    args = bench_args("Stage 08: profiler overhead and the throughput knee",
+                      extra=lambda p: (add_device_arguments(p), add_impl_argument(p)))
     device, dtype = device_or_exit(args)
+    prof = load_impl(args, "profiling")
     rep = Report("08_profiling", args, title="profiler overhead and the throughput knee")
     model, what = prof.default_model(device, dtype)
     what += f" ({device}, {dtype_name(dtype)})"
@@ -165,4 +172,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_bench(main)

@@ -1,0 +1,92 @@
+"""Which implementation a stage's bench measures: `--impl student|solution`.
+
+Every bench takes `--impl` (default: `COURSE_IMPL`, else `student`, as `course.load`
+decides), so in a learner's release, where the stage's reference is withheld,
+`python NN_stage/bench.py` measures the learner's own package. A bench parses its
+arguments before it loads any stage code, so `--help` works on any package, finished or
+not. A row that needs the reference solution of a stage this repository does not hold
+(`solutions/<module>/`) is skipped with one line that says so (`skip_without`);
+`--impl solution` where the reference is absent is refused with `error: ...` (exit 2),
+and an exercise still to do stops the bench with one line naming it (exit 1).
+
+    from course.bench_impl import add_impl_argument, load_impl, run_bench
+    args = bench_args("...", extra=add_impl_argument)
+    b = load_impl(args, "batching")
+    ...
+    if __name__ == "__main__":
+        run_bench(main)
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from types import ModuleType
+from typing import Callable
+
+from course import layout, manifest
+from course.loader import IMPLS, current_impl, load, set_impl
+
+
+def add_impl_argument(p: argparse.ArgumentParser) -> None:
+    """`--impl student|solution`: whose package the bench measures."""
+    p.add_argument("--impl", choices=IMPLS, default=None,
+                   help="whose stage package to measure: student (yours, NN_stage/<module>/) or solution "
+                        "(the reference, where this repository has it); default: $COURSE_IMPL, else student")
+
+
+def has_reference(module: str) -> bool:
+    """Whether this repository holds stage `module`'s reference (`solutions/<module>/`)."""
+    return layout.has_solution(manifest.stage(module))
+
+
+def chosen_impl(args: argparse.Namespace, module: str) -> str:
+    """The implementation `args.impl` names (default as `course.load`), made this process's
+    and its children's (`COURSE_IMPL`); exits 2 when it is the reference and the reference
+    is not here."""
+    impl = getattr(args, "impl", None) or current_impl()
+    st = manifest.stage(module)
+    if impl == "solution" and not has_reference(module):
+        print(f"error: --impl solution: the reference solution of stage {st.number} (solutions/{st.module}/) "
+              "is not in this repository (a learner's release withholds it): measure your own package "
+              "with --impl student", file=sys.stderr)
+        raise SystemExit(2)
+    set_impl(impl)
+    return impl
+
+
+def load_impl(args: argparse.Namespace, module: str) -> ModuleType:
+    """`course.load(module)` of the chosen implementation (see `chosen_impl`)."""
+    impl = chosen_impl(args, module)
+    st = manifest.stage(module)
+    where = f"{st.folder}/{st.module}/" if impl == "student" else f"solutions/{st.module}/"
+    print(f"measuring the {'learner' if impl == 'student' else 'reference'}'s stage {st.number} package "
+          f"({where}; --impl {impl})", flush=True)
+    try:
+        return load(module, impl=impl)
+    except Exception as e:  # a learner's package that does not import: one line, with its file and line
+        print(f"error: {where} does not import: {type(e).__name__}: {e}", file=sys.stderr)
+        raise SystemExit(1) from None
+
+
+def skip_without(module: str, what: str) -> bool:
+    """True when the reference of stage `module` is here; else prints that `what` (a row
+    or a part of the bench) is skipped because it needs that reference, and returns False."""
+    if has_reference(module):
+        return True
+    st = manifest.stage(module)
+    print(f"skipped: {what}: needs the reference solution of stage {st.number} (solutions/{st.module}/), "
+          "which this repository does not have (a learner's release withholds it)", flush=True)
+    return False
+
+
+def run_bench(main: Callable[[], object]) -> None:
+    """Run a bench's `main()`; an exercise still to do ends it with one line (exit 1)
+    instead of a traceback."""
+    try:
+        main()
+    except NotImplementedError as e:
+        msg = str(e).splitlines()[0] if str(e) else type(e).__name__
+        print(f"error: the bench stopped at an exercise still to do: {msg} (check it with `course check`; "
+              "where this repository has the reference, --impl solution measures that)", file=sys.stderr)
+        raise SystemExit(1)
