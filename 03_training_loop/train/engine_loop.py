@@ -1,6 +1,6 @@
 # GENERATED from solutions/train/engine_loop.py by `course stubs --write`: fill in the bodies that raise NotImplementedError.
 # The lesson is 03_training_loop/03_training_loop.ipynb. Exercises in this file (line of each hole, then the commands):
-#   3.6 The training loop on the engine: lines 33, 59; `course check 3.6`, `course hint 3.6`
+#   3.6 The training loop on the engine: lines 33, 60; `course check 3.6`, `course hint 3.6`
 """The whole training loop by hand, on the stage-01 engine: evaluate and train the MLP LM."""
 
 from __future__ import annotations
@@ -44,8 +44,9 @@ def train_mlp_lm(model: MLPLanguageModel, optimizer: PlainSGD, train_tokens: np.
     min_lr=), set as `optimizer.lr` before the step, and a batch
     `sample_contexts(train_tokens, batch_size, model.context, rng)` from ONE
     rng = np.random.default_rng(seed) made before the loop: the same seed and model give the
-    same history (equal, not just close). Gradients are clipped to global norm `max_norm`
-    before each `optimizer.step()`.
+    same history (equal, not just close). The gradient each `optimizer.step()` uses is that of
+    the step's batch loss alone (gradients of earlier steps never add into it), clipped to
+    global norm `max_norm`.
     History keys, one entry per step: "step" (k + 1), "loss" (the batch loss, a float), "lr",
     "grad_norm" (the norm before clipping). Evaluations: every `eval_every` steps AND after the
     last step (once, if both), `evaluate_mlp_lm(model, val_tokens)` of the weights after that

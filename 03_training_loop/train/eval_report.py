@@ -27,9 +27,9 @@ def compare(current: Mapping[str, float], baseline: Mapping[str, float],
             margins: Mapping[str, Margin]) -> list[str]:
     """The gate: one line per metric of `margins` that moved the wrong way by MORE than its margin.
 
-    A metric m with Margin(higher_is_better, by) fails when higher_is_better and
-    current[m] < baseline[m] - by, or when lower is better and current[m] > baseline[m] + by
-    (moving exactly by the margin passes; moving the right way always passes). Each line names
+    A metric m with Margin(higher_is_better, by) fails when it moved the wrong way (down for
+    a higher-is-better metric, up otherwise) by more than `by` (moving exactly by the margin
+    passes; moving the right way always passes). Each line names
     the metric, both values and the margin. [] means the gate passes. Metrics not in `margins`
     are not judged. KeyError: a metric of `margins` missing from current or baseline.
     """

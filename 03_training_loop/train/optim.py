@@ -1,7 +1,7 @@
 # GENERATED from solutions/train/optim.py by `course stubs --write`: fill in the bodies that raise NotImplementedError.
 # The lesson is 03_training_loop/03_training_loop.ipynb. Exercises in this file (line of each hole, then the commands):
-#   3.1 SGD with momentum: line 39; `course check 3.1`, `course hint 3.1`
-#   3.2 AdamW: line 79; `course check 3.2`, `course hint 3.2`
+#   3.1 SGD with momentum: line 41; `course check 3.1`, `course hint 3.1`
+#   3.2 AdamW: line 78; `course check 3.2`, `course hint 3.2`
 """Optimisers on the stage-01 engine, as `torch.optim` does them: SGD with momentum, AdamW."""
 
 from __future__ import annotations
@@ -33,7 +33,9 @@ class SGD(PlainSGD):
     def step(self) -> None:
         """One in-place update of each parameter with a gradient; `torch.optim.SGD`'s, to 1e-10.
 
-        g = grad + weight_decay * p;  v = momentum * v + g;  p = p - lr * v  (the first v is g).
+        The update of `torch.optim.SGD(params, lr, momentum, weight_decay=weight_decay)`
+        (dampening 0, no Nesterov): L2 decay, that is the decay enters through the gradient;
+        one velocity per parameter in `self.velocity`, zeros at first, carried from step to step.
         Skips a parameter whose grad is None (data, velocity unchanged); grads stay unmodified.
         """
         raise NotImplementedError('Exercise 3.1: SGD with momentum — see 03_training_loop.ipynb')
@@ -65,14 +67,11 @@ class AdamW(PlainSGD):
     def step(self) -> None:
         """One in-place update of each parameter with a gradient; `torch.optim.AdamW`'s, to 1e-10.
 
-        Step t = 1, 2, ... (`self.t` counts every call), per parameter with gradient g:
-
-            p = p * (1 - lr * weight_decay)            decoupled decay: the weights, not g
-            m = beta1 * m + (1 - beta1) * g
-            v = beta2 * v + (1 - beta2) * g * g
-            p = p - lr * (m / (1 - beta1**t)) / (sqrt(v / (1 - beta2**t)) + eps)
-
-        The bias corrections make the first step move every weight by about lr, whatever the
+        Step t = 1, 2, ... (`self.t` counts every call, with or without gradients): the update
+        of `torch.optim.AdamW` (amsgrad off). Decoupled decay: the weights shrink by the factor
+        1 - lr * weight_decay, and the decay never enters m or v. m and v are running means of
+        g and g² with rates beta1, beta2, stored uncorrected; the step divides each by its
+        bias correction 1 - beta**t, and eps is added to the root of v's. The bias corrections make the first step move every weight by about lr, whatever the
         gradient's scale. A parameter whose grad is None is skipped entirely (no decay either;
         its m and v unchanged). Grads are not modified; `self.lr` is read at each step.
         """

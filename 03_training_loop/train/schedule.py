@@ -13,10 +13,10 @@ from solutions.checks import check_int
 def lr_schedule(step: int, *, max_lr: float, warmup_steps: int, total_steps: int, min_lr: float = 0.0) -> float:
     """The learning rate (a float) for optimizer step `step`, 0-based. A pure function.
 
-    - step < warmup_steps: max_lr * (step + 1) / warmup_steps (step 0 gets max_lr / warmup_steps,
-      step warmup_steps - 1 gets max_lr; no warmup when warmup_steps == 0);
-    - warmup_steps <= step < total_steps: with progress = (step - warmup_steps) /
-      (total_steps - warmup_steps), min_lr + (max_lr - min_lr) * (1 + cos(pi * progress)) / 2;
+    - step < warmup_steps: linear warmup, step 0 gets max_lr / warmup_steps (never 0) and
+      step warmup_steps - 1 gets max_lr (no warmup when warmup_steps == 0);
+    - warmup_steps <= step < total_steps: half a cosine period from max_lr (at warmup_steps)
+      down towards min_lr (reached at total_steps);
     - step >= total_steps: min_lr.
     Equal (to 1e-9) to PyTorch's LinearLR(start_factor=1/warmup_steps) followed by
     CosineAnnealingLR(T_max=total_steps - warmup_steps, eta_min=min_lr).

@@ -27,6 +27,9 @@ def save_training_state(path: str | Path, *, model: nn.Module, optimizer: torch.
     """
     path = Path(path)
     # BEGIN SOLUTION 3.10
+    # DECISION: what state a run needs to continue exactly (weights of the unwrapped model,
+    #   optimizer moments, step, BOTH generators: torch's for dropout and the data one) and that
+    #   loading restores each in place.
     # HINT: Build the dict `state` (the code below saves it): every key of TRAINING_STATE_KEYS.
     # HINT: Both generators: torch's global one (torch.get_rng_state(), dropout draws from it)
     #   and data_rng.get_state(), under "rng" as {"torch": ..., "data": ...}.

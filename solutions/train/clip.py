@@ -27,6 +27,9 @@ def clip_grad_norm(params: Iterable[Tensor], max_norm: float) -> float:
     check_positive(max_norm=max_norm)
     grads = [p.grad for p in params if p.grad is not None]
     # BEGIN SOLUTION 3.4
+    # DECISION: which norm (one global L2 norm over all gradients as one vector, in float64, not one
+    #   per tensor), when to scale (only a factor below 1: never scale up), and what is returned
+    #   (the norm before clipping).
     # HINT: First the norm of everything together: the square root of the sum, over all
     #   gradients, of their summed squares (not a norm per parameter).
     # HINT: Only if the factor max_norm / (norm + 1e-6) is below 1, multiply every gradient

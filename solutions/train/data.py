@@ -30,6 +30,9 @@ def get_batch(tokens: torch.Tensor, batch_size: int, block_size: int,
     if len(tokens) < block_size + 1:
         raise ValueError(f"a stream of {len(tokens)} tokens is too short for windows of {block_size} + 1")
     # BEGIN SOLUTION 3.7
+    # DECISION: the shift and the bounds: y is x moved by one token, the largest start leaves T + 1
+    #   tokens, one draw from the generator per call, and where to widen to int64 (only the gathered
+    #   windows).
     # HINT: Gather windows of T + 1 tokens at once: starts[:, None] + torch.arange(T + 1)
     #   indexes a (B, T+1) block of the stream; no Python loop.
     # HINT: Widen to int64 (.long()) only the gathered windows; x is all but the last column,

@@ -21,6 +21,9 @@ def setup_distributed() -> tuple[int, int]:
     if world == 1:
         return 0, 1
     # BEGIN SOLUTION 3.11
+    # DECISION: how the batch is split (every rank draws the same global batch and keeps one
+    #   contiguous slice, so ranks stay at one data position) and how a mean is reduced without AVG
+    #   (sum, then divide, on a copy).
     # HINT: torch.distributed.init_process_group(backend="gloo") reads the environment
     #   torchrun set; call it only if dist.is_initialized() is False, then ask the group.
     if not dist.is_initialized():

@@ -28,6 +28,10 @@ def evaluate_mlp_lm(model: MLPLanguageModel, tokens: np.ndarray, max_windows: in
     if n < 1:
         raise ValueError(f"a stream of {len(tokens)} tokens holds no window of {model.context} + 1")
     # BEGIN SOLUTION 3.6
+    # DECISION: what one step must guarantee: the gradient stepped on is this batch's alone (nothing
+    #   left from the previous step), clipped before the update, with step k's learning rate set
+    #   before it; one generator for the whole run; when to evaluate (every eval_every steps and
+    #   after the last, once).
     # HINT: The windows of sample_contexts, but at the fixed offsets 0 .. n-1 instead of
     #   random ones: the same gather with starts = np.arange(n).
     # HINT: Run the forward and cross_entropy inside `with no_grad():` and return .item().
@@ -50,8 +54,9 @@ def train_mlp_lm(model: MLPLanguageModel, optimizer: PlainSGD, train_tokens: np.
     min_lr=), set as `optimizer.lr` before the step, and a batch
     `sample_contexts(train_tokens, batch_size, model.context, rng)` from ONE
     rng = np.random.default_rng(seed) made before the loop: the same seed and model give the
-    same history (equal, not just close). Gradients are clipped to global norm `max_norm`
-    before each `optimizer.step()`.
+    same history (equal, not just close). The gradient each `optimizer.step()` uses is that of
+    the step's batch loss alone (gradients of earlier steps never add into it), clipped to
+    global norm `max_norm`.
     History keys, one entry per step: "step" (k + 1), "loss" (the batch loss, a float), "lr",
     "grad_norm" (the norm before clipping). Evaluations: every `eval_every` steps AND after the
     last step (once, if both), `evaluate_mlp_lm(model, val_tokens)` of the weights after that

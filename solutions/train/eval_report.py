@@ -24,9 +24,9 @@ def compare(current: Mapping[str, float], baseline: Mapping[str, float],
             margins: Mapping[str, Margin]) -> list[str]:
     """The gate: one line per metric of `margins` that moved the wrong way by MORE than its margin.
 
-    A metric m with Margin(higher_is_better, by) fails when higher_is_better and
-    current[m] < baseline[m] - by, or when lower is better and current[m] > baseline[m] + by
-    (moving exactly by the margin passes; moving the right way always passes). Each line names
+    A metric m with Margin(higher_is_better, by) fails when it moved the wrong way (down for
+    a higher-is-better metric, up otherwise) by more than `by` (moving exactly by the margin
+    passes; moving the right way always passes). Each line names
     the metric, both values and the margin. [] means the gate passes. Metrics not in `margins`
     are not judged. KeyError: a metric of `margins` missing from current or baseline.
     """
@@ -35,6 +35,8 @@ def compare(current: Mapping[str, float], baseline: Mapping[str, float],
             if name not in values:
                 raise KeyError(f"{what} has no metric {name!r} (it has {sorted(values)})")
     # BEGIN SOLUTION 3.14
+    # DECISION: the direction and the boundary of each margin: the wrong way depends on
+    #   higher_is_better, and a change of exactly the margin passes (strict >).
     # HINT: the signed change is current - baseline; for a higher-is-better metric the wrong
     #   way is down, so compare baseline - current with the margin, else current - baseline.
     # HINT: strictly greater than the margin fails: a change of exactly `by` passes.

@@ -34,6 +34,9 @@ def evaluate(model: nn.Module, tokens: torch.Tensor, *, block_size: int, batch_s
     check_ints(1, block_size=block_size, batch_size=batch_size)
     n_windows = _whole_windows(tokens, block_size, max_tokens)
     # BEGIN SOLUTION 3.9
+    # DECISION: the windows (consecutive, non-overlapping, the last partial one dropped) and the two
+    #   denominators: nats per target over every target, bits per byte over the targets that are
+    #   bytes (end-of-text marks cost bits but are not bytes); the model's mode restored.
     # HINT: Remember model.training, call model.eval(), and model.train(<remembered>) at the end.
     # HINT: Window w starts at w * block_size; gather a batch of them with
     #   starts[:, None] + arange(block_size + 1), as get_batch does with random starts.

@@ -19,6 +19,9 @@ def check_finite(value: float, *, step: int, what: str = "loss") -> float:
     bad data, resume from the last checkpoint). NonFiniteLossError is a FloatingPointError.
     """
     # BEGIN SOLUTION 3.8
+    # DECISION: where the guard sits (loss and norm checked before optimizer.step, so no weight
+    #   changes on a NaN) and how accumulation is scaled (each micro-batch's loss divided by A,
+    #   grads zeroed once, the DDP all-reduce only in the last backward).
     # HINT: math.isfinite is False for nan, inf and -inf alike.
     # HINT: The message is what a person reads when a long run dies: start it with
     #   f"step {step}: the {what} is {value}" and then say what to change (the learning rate).

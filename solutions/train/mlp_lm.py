@@ -31,6 +31,10 @@ def sample_contexts(tokens: np.ndarray, batch_size: int, context: int,
     if len(tokens) < context + 1:
         raise ValueError(f"a stream of {len(tokens)} tokens is too short for a context of {context} + 1")
     # BEGIN SOLUTION 3.5
+    # DECISION: the gather's index arithmetic (the highest offset that leaves a context and its
+    #   target inside the stream; one window per row, without a loop) and how a window's embeddings
+    #   become one input vector (concatenated in order, through the engine's differentiable
+    #   indexing).
     # HINT: Draw all batch_size offsets at once with rng.integers; the highest offset must
     #   leave room for context tokens plus the one that follows.
     # HINT: One fancy-indexing gather builds X: tokens[starts[:, None] + np.arange(context)];

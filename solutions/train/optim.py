@@ -29,10 +29,15 @@ class SGD(PlainSGD):
     def step(self) -> None:
         """One in-place update of each parameter with a gradient; `torch.optim.SGD`'s, to 1e-10.
 
-        g = grad + weight_decay * p;  v = momentum * v + g;  p = p - lr * v  (the first v is g).
+        The update of `torch.optim.SGD(params, lr, momentum, weight_decay=weight_decay)`
+        (dampening 0, no Nesterov): L2 decay, that is the decay enters through the gradient;
+        one velocity per parameter in `self.velocity`, zeros at first, carried from step to step.
         Skips a parameter whose grad is None (data, velocity unchanged); grads stay unmodified.
         """
         # BEGIN SOLUTION 3.1
+        # DECISION: where the decay enters (added to the gradient, before the velocity) and what the
+        #   first velocity is (the gradient itself: zeros times momentum plus g), and that the
+        #   velocity persists across calls while the caller's gradient is never changed.
         # HINT: Keep one velocity array per parameter (self.velocity) and update it in place,
         #   so it carries over from step to step.
         # HINT: Per parameter with a gradient: add the decay to the gradient (g = grad +
@@ -73,23 +78,24 @@ class AdamW(PlainSGD):
     def step(self) -> None:
         """One in-place update of each parameter with a gradient; `torch.optim.AdamW`'s, to 1e-10.
 
-        Step t = 1, 2, ... (`self.t` counts every call), per parameter with gradient g:
-
-            p = p * (1 - lr * weight_decay)            decoupled decay: the weights, not g
-            m = beta1 * m + (1 - beta1) * g
-            v = beta2 * v + (1 - beta2) * g * g
-            p = p - lr * (m / (1 - beta1**t)) / (sqrt(v / (1 - beta2**t)) + eps)
-
-        The bias corrections make the first step move every weight by about lr, whatever the
+        Step t = 1, 2, ... (`self.t` counts every call, with or without gradients): the update
+        of `torch.optim.AdamW` (amsgrad off). Decoupled decay: the weights shrink by the factor
+        1 - lr * weight_decay, and the decay never enters m or v. m and v are running means of
+        g and g² with rates beta1, beta2, stored uncorrected; the step divides each by its
+        bias correction 1 - beta**t, and eps is added to the root of v's. The bias corrections make the first step move every weight by about lr, whatever the
         gradient's scale. A parameter whose grad is None is skipped entirely (no decay either;
         its m and v unchanged). Grads are not modified; `self.lr` is read at each step.
         """
         # BEGIN SOLUTION 3.2
+        # DECISION: the order within a step (count t first; decay the weights, not the gradient,
+        #   before the Adam update), which moments are stored (uncorrected) and which are used
+        #   (bias-corrected), and where eps sits (outside the square root).
         # HINT: Count the step first (self.t += 1): both bias corrections 1 - beta**t use it.
-        # HINT: Decay the weights directly (p.data *= 1 - lr * weight_decay) before the Adam
-        #   update; the decay never enters m or v.
-        # HINT: Update m and v in place, then divide each by its correction only in the step:
-        #   p.data -= lr * (m / c1) / (sqrt(v / c2) + eps). The stored m and v stay uncorrected.
+        # HINT: Decay the weights directly (p.data *= 1 - lr * weight_decay) before the Adam update;
+        #   the decay never enters m or v.
+        # HINT: m = beta1 * m + (1 - beta1) * g and v = beta2 * v + (1 - beta2) * g * g, in place.
+        # HINT: Divide each by its correction only in the step: p.data -= lr * (m / c1) / (sqrt(v /
+        #   c2) + eps). The stored m and v stay uncorrected.
         self.t += 1
         beta1, beta2 = self.betas
         correction1, correction2 = 1 - beta1**self.t, 1 - beta2**self.t

@@ -33,6 +33,9 @@ def score_document(model: nn.Module, text: str, *, block_size: int, max_bytes: i
     """
     data = _checked_bytes(text, block_size, max_bytes)
     # BEGIN SOLUTION 3.12
+    # DECISION: the unit of the interval (one value per document, never per token or byte) and the
+    #   scored sequence's boundaries (a leading EOT, a trailing one only when the whole text fits;
+    #   bytes counts only byte targets).
     # HINT: Build s as one int64 tensor: EOT, the kept bytes, and EOT only if nothing was cut.
     # HINT: evaluate(model, s[: k*T + 1], block_size=T) scores the k whole windows; the rest,
     #   s[k*T:], is one window of its own length. evaluate returns the mean: loss * tokens is the sum.

@@ -10,10 +10,10 @@ from solutions.checks import check_int
 def lr_schedule(step: int, *, max_lr: float, warmup_steps: int, total_steps: int, min_lr: float = 0.0) -> float:
     """The learning rate (a float) for optimizer step `step`, 0-based. A pure function.
 
-    - step < warmup_steps: max_lr * (step + 1) / warmup_steps (step 0 gets max_lr / warmup_steps,
-      step warmup_steps - 1 gets max_lr; no warmup when warmup_steps == 0);
-    - warmup_steps <= step < total_steps: with progress = (step - warmup_steps) /
-      (total_steps - warmup_steps), min_lr + (max_lr - min_lr) * (1 + cos(pi * progress)) / 2;
+    - step < warmup_steps: linear warmup, step 0 gets max_lr / warmup_steps (never 0) and
+      step warmup_steps - 1 gets max_lr (no warmup when warmup_steps == 0);
+    - warmup_steps <= step < total_steps: half a cosine period from max_lr (at warmup_steps)
+      down towards min_lr (reached at total_steps);
     - step >= total_steps: min_lr.
     Equal (to 1e-9) to PyTorch's LinearLR(start_factor=1/warmup_steps) followed by
     CosineAnnealingLR(T_max=total_steps - warmup_steps, eta_min=min_lr).
@@ -27,10 +27,16 @@ def lr_schedule(step: int, *, max_lr: float, warmup_steps: int, total_steps: int
     if not 0 <= min_lr <= max_lr:
         raise ValueError(f"need 0 <= min_lr <= max_lr, got min_lr={min_lr}, max_lr={max_lr}")
     # BEGIN SOLUTION 3.3
+    # DECISION: the boundaries: which steps are warmup (step < warmup_steps, counted from 1 so step
+    #   0 moves), where the cosine's progress is 0 and 1, and what happens when warmup_steps ==
+    #   total_steps (no division by zero: the floor).
     # HINT: Three regimes decided by `step`: warmup, cosine, floor; return from each.
-    # HINT: Warmup counts step + 1, so the very first step already moves (never lr 0).
-    # HINT: The cosine's progress is 0 at warmup_steps and 1 at total_steps; guard the
-    #   division when total_steps == warmup_steps (that step is already the floor).
+    # HINT: Warmup counts step + 1, so the very first step already moves (never lr 0): max_lr *
+    #   (step + 1) / warmup_steps.
+    # HINT: The cosine's progress is 0 at warmup_steps and 1 at total_steps: progress = (step -
+    #   warmup_steps) / (total_steps - warmup_steps); lr = min_lr + (max_lr - min_lr) * (1 + cos(pi
+    #   * progress)) / 2. Guard the division when total_steps == warmup_steps (that step is already
+    #   the floor).
     if step < warmup_steps:
         return max_lr * (step + 1) / warmup_steps
     if step >= total_steps:
