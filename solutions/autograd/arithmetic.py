@@ -31,6 +31,9 @@ class ArithmeticMixin:
         if other is None:
             return NotImplemented
         # BEGIN SOLUTION 1.2
+        # DECISION: which axes a broadcast input's gradient is summed over (the leading axes it
+        #   lacks and those where it has size 1), and each operation's local derivative, with the
+        #   corners of ** chosen as PyTorch does.
         # HINT: compute the forward with `_apply(np.add, a, b, "+")` (it names both shapes on
         #   a mismatch) and return `self.from_op(data, (a, b), backward)`, where `backward(g)`
         #   returns one gradient per input: here g for both, since d(a+b)/da = d(a+b)/db = 1.

@@ -21,6 +21,9 @@ def topological_order(root: Tensor) -> list[Tensor]:
     diamond doubles the paths).
     """
     # BEGIN SOLUTION 1.1
+    # DECISION: the order (a node only after all its parents, walked without recursion and each node
+    #   expanded once) and the invariant of the pass (a node's gradient is complete, summed over
+    #   every consumer, before it is passed on; gradients added, never written in place).
     # HINT: a depth-first search that appends a node once all its parents are appended
     #   (post-order) gives this order. Recursion would overflow on a long chain: keep an
     #   explicit stack of (node, parents_done) pairs, and a set of the ids already expanded,

@@ -24,6 +24,9 @@ class Linear(Module):
     def forward(self, x: Tensor) -> Tensor:
         """y = x @ weight (+ bias), of x's dtype; the gradients of x, weight and bias flow back."""
         # BEGIN SOLUTION 1.8
+        # DECISION: what needs a backward (nothing: a layer composes differentiable ops), where the
+        #   generator lives (one, shared by the layers in order), and that the optimiser updates the
+        #   shared arrays in place.
         # HINT: the ops you wrote are differentiable, so a layer is just their composition:
         #   no backward to write here (nor in MLP). Remember that bias may be None.
         out = x @ self.weight

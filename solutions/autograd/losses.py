@@ -18,6 +18,9 @@ def _log_softmax_data(x: np.ndarray, axis: int) -> np.ndarray:
     gives [0, -1000, -2000]. Adding a constant to a slice along `axis` changes nothing.
     """
     # BEGIN SOLUTION 1.7
+    # DECISION: the stable form (subtract each slice's max) and the shape of the backward: the
+    #   vector-Jacobian product written out elementwise, never the (C, C) Jacobian; one fused node
+    #   for cross-entropy.
     # HINT: log_softmax(x) = x - log(sum(exp(x))), and subtracting the maximum m of each slice
     #   first changes nothing (it cancels) but keeps every exponent <= 0:
     #   x - m - log(sum(exp(x - m))), with the max and the sum taken with keepdims=True.

@@ -34,6 +34,8 @@ class MatmulMixin:
             raise ValueError(f"@ needs operands with at least 2 dimensions, got shapes "
                              f"{self.shape} and {other.shape}")
         # BEGIN SOLUTION 1.4
+        # DECISION: which axes to transpose (the last two only) and which to sum back (batch axes an
+        #   operand was broadcast along), so each operand's gradient has its own shape.
         # HINT: for one matrix product C = A @ B with upstream gradient dC:
         #   dA = dC @ B^T and dB = A^T @ dC. Batched, transpose only the last two axes
         #   (`np.swapaxes(x, -1, -2)`); NumPy's @ broadcasts the batch axes for you.

@@ -20,6 +20,8 @@ class NonlinearMixin:
     def exp(self) -> "Tensor":
         """e**x."""
         # BEGIN SOLUTION 1.6
+        # DECISION: which quantity to keep for backward (the output, where the derivative is written
+        #   with it) and how to write sigmoid so neither direction overflows.
         # HINT: the derivative of exp is exp itself: keep the forward array and reuse it in
         #   backward. tanh and sigmoid too have derivatives written with their own output:
         #   1 - tanh(x)**2 and s * (1 - s).

@@ -25,6 +25,8 @@ class ReductionMixin:
         """Sum over `axis`. Each element's gradient is the gradient of the sum it went into."""
         axes = _normalize_axes(axis, self.ndim)
         # BEGIN SOLUTION 1.3
+        # DECISION: how a reduced gradient goes back to the input's shape (the reduced axes put
+        #   back, then broadcast), and how max shares its gradient among ties (equally).
         # HINT: every element contributed once to its sum, so g (one value per sum) goes back
         #   to every element of that sum: put the reduced axes back with size 1 (unless
         #   keepdims kept them: `np.expand_dims(g, axes)`), then `np.broadcast_to` the input's

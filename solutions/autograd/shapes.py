@@ -25,6 +25,8 @@ class ShapeMixin:
         if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
             shape = tuple(shape[0])
         # BEGIN SOLUTION 1.5
+        # DECISION: how each view's gradient is put back: the inverse permutation for a transpose,
+        #   and for indexing a scatter that adds repeated picks rather than keeping the last.
         # HINT: reshaping moves no element, so the gradient is g put back into the input's shape.
         #   NumPy's reshape raises a ValueError that names neither shape: catch it, raise yours.
         try:
