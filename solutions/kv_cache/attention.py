@@ -35,6 +35,10 @@ def forward_cached(model: GPT, idx: torch.Tensor, cache: CacheProtocol, *,
     """
     rows, n_new = _check_cached_call(model, idx, cache, rows, n_new)
     # BEGIN SOLUTION 4.1
+    # DECISION: the positions and the mask of a ragged batch: each real token's absolute position
+    #   from its row's cached length, which keys it may see (its own row, up to itself), where
+    #   padding goes (embedded at 0, never written), and when the lengths advance (after the last
+    #   layer, after every check).
     # HINT: Positions first: token t of row b sits at start[b] + t, where start is the rows'
     #   cached lengths. From them follow the new lengths, how many keys to read (the longest
     #   new length), and the (row, position) each real token is written to.

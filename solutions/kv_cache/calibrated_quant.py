@@ -25,6 +25,9 @@ def awq_search(weight: torch.Tensor, x: torch.Tensor, group_size: int = 32,
     """
     _check_awq(weight, x, group_size, grid)
     # BEGIN SOLUTION 4.10
+    # DECISION: what the search minimises (the output error against the float layer on the
+    #   calibration inputs, not the weight error), which scale grid it walks (s = mean |x| ** alpha
+    #   per input channel), and the tie rule (strictly smaller replaces).
     # HINT: The idea: a channel whose inputs are large matters more to the output; scaling
     #   its weight column UP before rounding makes its relative rounding error smaller (at
     #   the cost of the group's other columns), and dividing by s afterwards undoes the scale.

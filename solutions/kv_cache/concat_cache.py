@@ -28,6 +28,8 @@ class ConcatKVCache(_CacheBase):
         max(new_lengths) > L, every layer's K and V become NEW tensors of exactly
         max(new_lengths) positions (the old ones copied, the new ones zeros); else nothing."""
         # BEGIN SOLUTION 4.2
+        # DECISION: the layout's axes (rows dim 0, positions dim 2) and when to grow: only by what
+        #   the longest new length needs, after the room check, as new tensors.
         # HINT: torch.cat cannot grow a tensor in place: it builds a new one. Append a block
         #   of zeros along the positions axis (dim 2) of every layer's K and V.
         # HINT: Check the room first, and grow only by what max(new_lengths) needs beyond the

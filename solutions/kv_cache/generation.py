@@ -35,6 +35,9 @@ def generate(model: GPT, prompts: list[list[int]], max_new_tokens: int, *, tempe
     if max_new_tokens == 0:
         return GenerationResult([[] for _ in prompts], ["length"] * B, time.perf_counter() - t0)
     # BEGIN SOLUTION 4.6
+    # DECISION: where each row's next-token logits are (its LAST real token, with right-padded
+    #   prompts), how the cached and recompute paths share one loop, and how stop tokens end rows
+    #   (the first hit per row; stop once all rows have one).
     # HINT: Lay the prompts out right-padded in one (B, longest prompt + max_new_tokens)
     #   tensor of ids, and keep each row's length: both paths need the logits of each row's
     #   LAST real token.

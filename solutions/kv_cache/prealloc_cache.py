@@ -25,6 +25,8 @@ class KVCache(_CacheBase):
         super().__init__(n_layer, batch, n_head, max_len, head_dim, dtype=dtype, device=device)
         shape = (n_layer, batch, n_head, max_len, head_dim)
         # BEGIN SOLUTION 4.3
+        # DECISION: allocate once and write in place: the buffers' shape is fixed at construction,
+        #   reserve only checks, and a view is a slice (no copy when rows is a slice).
         # HINT: Allocate both buffers once, here, in the documented shape, dtype and device:
         #   zeros, not torch.empty.
         self.k = torch.zeros(shape, dtype=dtype, device=self.device)

@@ -19,6 +19,9 @@ def quantize_weight(weight: torch.Tensor, bits: int, group_size: int = 32):
     `quantize_int8` of the weight, one scale per OUTPUT channel (row, over the input dim),
     int8 (out, in) and float32 (out, 1), zero None; bits 4: `quantize_int4(weight, group_size)`."""
     # BEGIN SOLUTION 4.9
+    # DECISION: which axis a weight's scale runs over (one per output channel), and on the INT8 path
+    #   which operand carries the input scale (x divided, not the weight), with leading dims
+    #   flattened for the kernel.
     # HINT: quantize_int8 works over the LAST dim, and a weight's row is one output channel.
     if bits == 8:
         return (*quantize_int8(weight.float()), None)

@@ -28,6 +28,9 @@ def sample(logits: torch.Tensor, *, temperature: float = 1.0, top_k: int | None 
     check_sampling(temperature, top_k, top_p)
     _check_logits(logits)
     # BEGIN SOLUTION 4.5
+    # DECISION: the order of the filters (temperature, then top-k, then top-p on the tempered
+    #   probabilities), how ties at the k-th value are cut (exactly k, as torch.topk), the nucleus
+    #   boundary (the token that reaches top_p stays), and one draw for all rows.
     # HINT: Greedy needs no distribution. Otherwise apply the rules in the docstring's order
     #   (temperature, top-k, top-p) to float32 logits, then softmax and draw.
     # HINT: top-k: keep exactly the k entries `torch.topk` returns, by scattering them into
@@ -68,6 +71,8 @@ def apply_repetition_penalty(logits: torch.Tensor, context: torch.Tensor,
     context that is not a (B, L) int64 tensor, an id >= V, or bad logits (as `sample`)."""
     penalty = _check_penalty(logits, context, penalty)
     # BEGIN SOLUTION 4.7
+    # DECISION: what counts as seen (a set per row: five occurrences penalise once; padding marks
+    #   nothing) and the sign rule (divide a positive logit, multiply a negative one).
     # HINT: First the question "has row b seen token t?" as a (B, V) bool mask: scatter True
     #   at each row's context ids. A token seen five times is still one True.
     # HINT: Padding (< 0) must mark nothing: send it to a spare column V (scatter into

@@ -24,6 +24,9 @@ def quantize_int4(w: torch.Tensor, group_size: int) -> tuple[torch.Tensor, torch
     """
     _check_groups(w, group_size)
     # BEGIN SOLUTION 4.8
+    # DECISION: the grouping axis (groups along each output row's inputs), the asymmetric range
+    #   widened to include 0, the zero point's rounding, and the nibble order of the packing (even
+    #   position low, odd high).
     # HINT: View w as (out, n_groups, group_size): every statistic is then a reduction over
     #   the last dim, kept with keepdim=True so that it broadcasts back over its group.
     # HINT: Widen the range to include 0 before taking the scale, and guard the division
