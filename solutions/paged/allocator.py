@@ -28,6 +28,10 @@ class BlockAllocator(PrefixIndex):
         (`self._uncache(b)`): a lookup must never find it holding someone else's tokens."""
         n = check_int("n", n, 0)
         # BEGIN SOLUTION 6.1
+        # DECISION: the free queue's order as an eviction policy: allocation takes from the front, a
+        #   freed block goes to the back if its contents may be reused (cached) and to the front
+        #   otherwise, a row's blocks freed in reverse so its tail is evicted first; check before
+        #   change.
         # HINT: Check first, then change: with too few free blocks nothing may be taken.
         # HINT: `free_queue.popitem(last=False)` takes the front block; a block that
         #   `is_cached` is `_uncache`d before its count becomes 1.

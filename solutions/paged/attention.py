@@ -24,6 +24,9 @@ def paged_attention(q: torch.Tensor, k_pool: torch.Tensor, v_pool: torch.Tensor,
     """
     _check_paged_args(q, k_pool, v_pool, block_tables, q_pos)
     # BEGIN SOLUTION 6.4
+    # DECISION: what to gather (whole blocks, only as many as the longest row needs) and how to keep
+    #   stale slots out (zero them, since masking the scores alone lets 0 x NaN through); the causal
+    #   mask from each query's absolute position.
     # HINT: Gather whole blocks, not tokens: only as many as the longest row needs
     #   (L = its last query's position + 1), with one `index_select` per pool, then view
     #   them as (B, nb * block_size, H, D) and cut to L.

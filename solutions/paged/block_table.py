@@ -11,6 +11,9 @@ def blocks_needed(num_tokens: int, block_size: int) -> int:
     """Blocks that hold `num_tokens` tokens (an int >= 0) of `block_size` (an int >= 1):
     ceil(num_tokens / block_size), a new block only when the last one is full; 0 for 0."""
     # BEGIN SOLUTION 6.2
+    # DECISION: the address arithmetic (a position's block is position // block_size, its slot
+    #   block_id * block_size + offset, computed for all tokens at once) and reserving all-or-
+    #   nothing (every row's growth checked against the free blocks before any is taken).
     # HINT: Integer arithmetic only (no float rounding): -(-a // b) is ceil(a / b).
     return -(-num_tokens // block_size)
     # END SOLUTION

@@ -35,6 +35,9 @@ class PagedKVCache(BlockTables, PrefixSharing, CopyOnWrite, _CacheBase):
         `reset` clear it). Changes nothing else (not `lengths`)."""
         last_rows, last_pos, slots = self._slots_for
         # BEGIN SOLUTION 6.3
+        # DECISION: the pool's view as one row per slot (so a scatter writes the cache itself), and
+        #   how a gather handles positions past a row's length (a -1 slot read safely, never through
+        #   a negative index).
         # HINT: `self.k[layer].view(-1, H, D)` is the layer's pool as one row per slot, and a
         #   view: assigning `pool[slots] = k` writes into the cache itself.
         # HINT: Recompute the slots only when `rows is not last_rows or positions is not last_pos`.

@@ -26,6 +26,9 @@ class CopyOnWrite:
         if self.tables[dst] or int(self.lengths[dst]):
             raise ValueError(f"fork_row: row {dst} is not empty")
         # BEGIN SOLUTION 6.7
+        # DECISION: what a fork shares and what it copies (blocks shared by count, table and keys
+        #   copied as lists), and when a write must copy first (the block it writes into has more
+        #   than one holder).
         # HINT: Four things become src's: the counts go up, the table (a new list: `_set_table`),
         #   the committed keys (a copy of the list) and the length.
         self.allocator.fork(self.tables[src])
@@ -100,6 +103,9 @@ class ParallelSampling:
             if not siblings:
                 continue
             # BEGIN SOLUTION 6.8
+            # DECISION: what the scheduler is charged (blocks actually held, shared ones once), and
+            #   how siblings join a leader (each needs a free row; those that find none wait in the
+            #   queue like any request).
             # HINT: Check for a free row for each sibling in turn: the first ones may take the
             #   last free rows, the others wait in the queue like any request.
             # HINT: A sibling that joins takes `self.free_slots.pop(0)` as its slot, gets

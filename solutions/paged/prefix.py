@@ -30,6 +30,9 @@ class PrefixIndex:
         """The block registered under `block_hash` if its stored tokens equal `tokens`,
         else None (an unknown key too). Changes nothing."""
         # BEGIN SOLUTION 6.6
+        # DECISION: what a block's key is (a hash chained from its parent's key and its own tokens,
+        #   so equal blocks after different prefixes differ), when a hit is real (the stored tokens
+        #   match, not just the hash), and where the match stops (the first miss).
         # HINT: A key is only a hash: a hit is the block under that key whose stored tokens
         #   are the same tokens. Everything `lookup` needs is in `cached` and `block_tokens`.
         block = self.cached.get(block_hash)

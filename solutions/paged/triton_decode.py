@@ -31,6 +31,9 @@ def _paged_decode_kernel(out_ptr, q_ptr, k_ptr, v_ptr, bt_ptr, seq_lens_ptr, sca
     (it may hold NaN). Block ids (the table may be int32) are widened to int64 before they
     multiply the block stride: in a pool of more than 2**31 elements the offsets pass int32."""
     # BEGIN SOLUTION 6.5
+    # DECISION: the kernel's decomposition (one program per sequence and head, a loop over its
+    #   blocks) and the online-softmax invariant carried across blocks (running max, rescaled sum
+    #   and accumulator), with masks for the partial last block.
     # HINT: An online softmax: keep a running max m, a running sum l of exp(s - m) and a
     #   running weighted sum acc of V; a new block with max m_new rescales l and acc by
     #   exp(m - m_new) before adding its own terms. out = acc / l.

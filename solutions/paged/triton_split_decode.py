@@ -31,6 +31,9 @@ def _split_decode_kernel(m_ptr, l_ptr, acc_ptr, q_ptr, k_ptr, v_ptr, bt_ptr, seq
     and the tile to >= 16 (tl.dot's minimum) and the padded lanes are masked. Block ids are
     widened to int64 before they multiply the block stride."""
     # BEGIN SOLUTION 6.9
+    # DECISION: how to split a sequence's blocks among programs (a fixed number of blocks per split)
+    #   and what each split must hand the merge (its max, its sum and its unnormalised accumulator),
+    #   so the merge rescales instead of averaging.
     # HINT: The textbook kernel's online softmax, with a tile instead of one block and GROUP
     #   query rows instead of one: m and l are (BLOCK_G,), acc (BLOCK_G, BLOCK_D), the scores
     #   (BLOCK_G, tile) = tl.dot(q, tl.trans(k)) * scale, and the new terms tl.dot(p, v) with
