@@ -30,6 +30,8 @@ class UnionFind:
         """
         i = self._check(i)
         # BEGIN SOLUTION 2.6
+        # DECISION: the union-find invariants: union by size (the larger root stays), path halving
+        #   in find, and labels that do not depend on the order of the unions (the smallest member).
         # HINT: find: follow `parent` until `parent[i] == i`; at each step first set
         #   `parent[i] = parent[parent[i]]` (path halving), then move i up.
         parent = self.parent

@@ -14,6 +14,9 @@ def text_digest(text: str) -> str:
     if not isinstance(text, str):
         raise TypeError(f"text_digest expects a str, got {type(text).__name__}")
     # BEGIN SOLUTION 2.2
+    # DECISION: what identifies a document (the digest of its UTF-8 bytes), which copy is kept
+    #   (always the first one seen), and a lazy stream (one record at a time, never the whole
+    #   input).
     # HINT: text_digest: `hashlib.sha256` of the text encoded as UTF-8, as hex.
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
     # END SOLUTION

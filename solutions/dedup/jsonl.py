@@ -21,6 +21,9 @@ def read_jsonl(path: str | Path) -> Iterator[tuple[int, dict | None, str | None]
     if not path.is_file():
         raise FileNotFoundError(f"no such input file: {path}")
     # BEGIN SOLUTION 2.8
+    # DECISION: what pass 1 may keep in memory (no text: line, id, source, size, shingle hashes,
+    #   signatures), the order of the stages, and that every line is accounted for (a bad line is
+    #   counted, never raised or dropped silently).
     # HINT: read_jsonl: open the file in binary and enumerate its lines from 1, yielding
     #   `(line_no, *_parse_line(raw))`: each line is decoded on its own, so a bad byte
     #   costs one line, not the file.

@@ -28,6 +28,10 @@ def s_curve(s: float | np.ndarray, bands: int | np.ndarray, rows: int | np.ndarr
     if np.any(np.asarray(bands) < 1) or np.any(np.asarray(rows) < 1):
         raise ValueError(f"bands and rows must be >= 1, got bands={bands!r}, rows={rows!r}")
     # BEGIN SOLUTION 2.5
+    # DECISION: the probability model behind the S-curve (a band matches when all its rows agree;
+    #   the pair is missed when every band fails), the integration rule that is exact for a
+    #   polynomial, the tie-break among equal errors, and how to bucket a band's rows so that
+    #   repeats across bands are removed.
     # HINT: s_curve: one band matches when all of its r positions agree: s**r. The pair is
     #   missed when every one of the b bands fails, each independently: (1 - s**r)**b.
     p = 1.0 - (1.0 - s_arr ** np.asarray(rows, np.float64)) ** np.asarray(bands, np.float64)

@@ -26,6 +26,9 @@ def estimate_jaccard(sig_a: np.ndarray, sig_b: np.ndarray) -> float | np.ndarray
         raise ValueError(f"signatures must have the same last dimension (num_perm), got shapes "
                          f"{sig_a.shape} and {sig_b.shape}")
     # BEGIN SOLUTION 2.4
+    # DECISION: the data layout that makes MinHash fast: which axis holds the permutations and which
+    #   the keys, how many documents' keys go into one NumPy call (a block), and how a document's
+    #   minimum is combined across the blocks it spans.
     # HINT: estimate_jaccard: compare element-wise, take the mean over the last axis, and
     #   turn a 0-d result into a Python `float`.
     agree = np.mean(sig_a == sig_b, axis=-1)

@@ -22,6 +22,10 @@ def normalize_text(text: str) -> str:
     if not isinstance(text, str):
         raise TypeError(f"normalize_text expects a str, got {type(text).__name__}")
     # BEGIN SOLUTION 2.1
+    # DECISION: the order of the normalisation steps (line endings before trailing whitespace, \r\n
+    #   before a lone \r, so the result is idempotent), what is stripped and what must stay
+    #   (indentation, inner blank lines), and the filters' boundaries (inclusive bounds, the first
+    #   failing reason only).
     # HINT: normalize_text: four steps, each one line of string methods, in this order: NFC
     #   (`unicodedata.normalize`), the line endings (replace "\r\n" before the lone "\r"),
     #   the trailing whitespace of every line, the blank lines at both ends.

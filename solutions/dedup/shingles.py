@@ -20,6 +20,9 @@ def char_shingles(text: str, k: int = 5) -> set[str]:
     if not isinstance(text, str):
         raise TypeError(f"char_shingles expects a str, got {type(text).__name__}")
     # BEGIN SOLUTION 2.3
+    # DECISION: the window's boundaries (every start including the last, a short text as one
+    #   shingle, the empty text as none), what a word is (str.split()), and for shingle_hashes how
+    #   to cut spans out of one code-point array without building the strings.
     # HINT: char_shingles: handle the text shorter than k (and the empty one) first; then a
     #   set comprehension over every start 0 .. len(text) - k, the last included.
     if len(text) < k:

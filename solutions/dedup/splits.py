@@ -34,6 +34,9 @@ def assign_splits(sources: Sequence[str], labels: np.ndarray | None = None,
     fractions = check_fractions(fractions)
     check_depth(group_depth)
     # BEGIN SOLUTION 2.7
+    # DECISION: what a unit is (the transitive closure of same source group and same cluster, so no
+    #   leak crosses splits), what names it (the smallest group name), and how a hash of salt + name
+    #   picks the split so that a unit keeps it when the corpus changes.
     # HINT: units are connected components again: one UnionFind over the documents, with a
     #   union of each document with the first document of its source group, and of i with
     #   labels[i].
