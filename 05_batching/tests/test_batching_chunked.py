@@ -49,7 +49,12 @@ def test_chunks_fill_the_cache_exactly_like_one_prefill(model):
         while not r.output:
             engine.step()
             steps += 1
-        assert steps == (1 if budget is None else -(-len(prompt) // budget))
+        want = 1 if budget is None else -(-len(prompt) // budget)
+        assert steps == want, (
+            f"a {len(prompt)}-token prompt alone with a budget of {budget} tokens a step took {steps} steps to "
+            f"its first token, expected {want}: each step spends the whole budget (n = min(pending, what is "
+            f"left), the budget itself when nothing else runs), so the prompt goes in ceil({len(prompt)} / "
+            f"{budget}) chunks")
         caches.append((r.output[0], engine.cache.k[:, r.slot, :, :30].clone(), engine.cache.v[:, r.slot, :, :30].clone()))
     for first, k, v in caches[1:]:
         assert first == caches[0][0]

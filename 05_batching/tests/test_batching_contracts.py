@@ -188,6 +188,29 @@ def test_preempt_takes_as_many_as_it_takes_last_in_queue_order_first():
 
 
 @pytest.mark.exercise("5.6")
+def test_preempt_stops_as_soon_as_the_running_requests_fit():
+    """A cache exactly full is within capacity: holders of 5 + 5 + 2 tokens in a 10-token
+    cache lose the last one only (10 <= 10), not two. `preempt` called alone (no 5.4)."""
+    sched = b.ContinuousBatching(4, max_cache_tokens=10)
+    reqs = [b.Request([1] * n, 8, arrival=float(i), request_id=name)
+            for i, (name, n) in enumerate((("a", 3), ("b", 3), ("c", 2)))]
+    for r in reqs:
+        sched.add(r)
+    sched.admit_fcfs(0.5, b.SchedulerOutput())  # given code: 8 of 10 tokens
+    reqs[0].output.extend([1, 1])
+    reqs[1].output.extend([1, 1])               # 5 + 5 + 2 = 12 > 10
+    out = b.SchedulerOutput()
+    sched.preempt(1.0, out)
+    got = [r.request_id for r in out.preempted]
+    assert got == ["c"], (
+        f"preempted {got} where one victim suffices: with 'c' gone the running requests hold 10 of 10 "
+        f"cache tokens, which fits (tokens_held() <= max_cache_tokens); preempt evicts only while they "
+        f"hold MORE than the capacity")
+    assert [r.request_id for r in sched.running] == ["a", "b"] and sched.tokens_held() == 10
+    assert out.admitted == [], "preempt admits nobody"
+
+
+@pytest.mark.exercise("5.6")
 def test_a_preempted_request_is_requeued_at_its_old_place(model, checked):
     """The engine takes the victims back: row freed, `preemptions` + 1, WAITING at the step's
     start, and queued by its order: ahead of a request that arrived after it."""
@@ -249,8 +272,18 @@ def test_queue_ends_at_the_first_admission_and_ttft_counts_from_arrival():
     m = b.request_metrics(r)
     assert m.queue == pytest.approx(0.5), "queue time ends at the FIRST RUNNING event (a preemption is not queueing)"
     assert m.ttft == pytest.approx(1.0), "TTFT is arrival -> first token, not admission -> first token"
-    assert m.itl == pytest.approx((0.25, 2.25)) and m.tpot == pytest.approx(1.25)
-    assert m.e2e == pytest.approx(3.5)
+    assert m.e2e == pytest.approx(3.5), f"e2e is arrival -> the last event (FINISHED at 4.5): got {m.e2e}"
+
+
+@pytest.mark.exercise("5.7")
+def test_itl_and_tpot_of_a_preempted_request_span_its_tokens():
+    """Tokens at 2.0, 2.25 and 4.5 (a preemption between): two gaps, 0.25 and 2.25."""
+    r = _request("p", 1.0, [(S.RUNNING, 1.5), (S.PREEMPTED, 2.5), (S.WAITING, 2.5), (S.RUNNING, 4.0)],
+                 [2.0, 2.25, 4.5])
+    m = b.request_metrics(r)
+    assert m.itl == pytest.approx((0.25, 2.25)), f"ITL: the gaps between consecutive token times, got {m.itl}"
+    assert m.tpot == pytest.approx(1.25), (
+        f"TPOT = (last token time - first) / (tokens - 1) = 2.5 / 2 = 1.25 (the mean of the n - 1 gaps), got {m.tpot}")
 
 
 @pytest.mark.exercise("5.7")

@@ -32,10 +32,15 @@ def timed_request(token_times, *, admitted=1.5, arrival=1.0, reason="length"):
 
 def test_request_metrics_from_its_timestamps():
     m = b.request_metrics(timed_request([2.0, 2.25, 2.75]))
-    assert (m.request_id, m.prompt_tokens, m.output_tokens, m.finish_reason) == ("m", 2, 3, "length")
-    assert m.queue == pytest.approx(0.5) and m.ttft == pytest.approx(1.0)
-    assert m.itl == pytest.approx((0.25, 0.5)) and m.tpot == pytest.approx(0.375)
-    assert m.e2e == pytest.approx(1.75) and m.preemptions == 0
+    assert (m.request_id, m.prompt_tokens, m.output_tokens, m.finish_reason) == ("m", 2, 3, "length"), (
+        "request_id, prompt_tokens (len(prompt)), output_tokens (len(output)) and finish_reason come from the request")
+    assert m.queue == pytest.approx(0.5), f"queue = first RUNNING event (1.5) - arrival (1.0) = 0.5, got {m.queue}"
+    assert m.ttft == pytest.approx(1.0), f"TTFT = first token time (2.0) - arrival (1.0) = 1.0, got {m.ttft}"
+    assert m.itl == pytest.approx((0.25, 0.5)), f"ITL: the gaps between consecutive token times, got {m.itl}"
+    assert m.tpot == pytest.approx(0.375), (
+        f"TPOT = (last token time - first) / (tokens - 1) = 0.75 / 2 (3 tokens, 2 gaps), got {m.tpot}")
+    assert m.e2e == pytest.approx(1.75), f"e2e = the last event's time (2.75) - arrival (1.0), got {m.e2e}"
+    assert m.preemptions == 0
 
 
 def test_metrics_that_do_not_exist_are_none():

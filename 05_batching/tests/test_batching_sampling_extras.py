@@ -41,6 +41,16 @@ PROMPTS = [(5, 6, 7, 5, 6, 7), (40, 41), (9,) * 10, (1, 2, 3, 4, 5, 6, 7, 8, 9),
 
 @ENGINE
 def test_each_row_gets_its_own_penalty_min_tokens_and_ignore_eos(model, checked, alone):
+    _each_row_gets_its_own_extras(model, checked, alone, budget=None)
+
+
+@pytest.mark.exercise("5.5")
+def test_each_row_keeps_its_extras_under_a_token_budget(model, checked, alone):
+    """The same with 5.5's budget: rows mid-prefill beside rows that decode."""
+    _each_row_gets_its_own_extras(model, checked, alone, budget=12)
+
+
+def _each_row_gets_its_own_extras(model, checked, alone, budget):
     # a stop token each request would hit early: the second token it makes alone
     stops = [alone(p, 6, None, ())[0][1] for p in PROMPTS]
     specs = [dict(),                                   # off: exactly generate_alone
@@ -49,7 +59,7 @@ def test_each_row_gets_its_own_penalty_min_tokens_and_ignore_eos(model, checked,
              dict(min_tokens=4),
              dict(ignore_eos=True),
              dict(repetition_penalty=1.3, min_tokens=3)]
-    engine = checked(b.Engine(model, b.ContinuousBatching(4, max_tokens_per_step=12)))
+    engine = checked(b.Engine(model, b.ContinuousBatching(4, max_tokens_per_step=budget)))
     requests = []
     for i, (p, stop, spec) in enumerate(zip(PROMPTS, stops, specs)):
         r = b.Request(p, 8, sampling=b.SamplingParams(**spec), stop=[stop], request_id=f"r{i}")
