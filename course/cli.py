@@ -600,7 +600,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--out", default="profile-report", metavar="DIR", help="report folder (default: profile-report)")
     s.add_argument("--quick", action="store_true", help="fewer batch sizes and repeats (seconds, not a minute)")
     _add_device_arguments(s)
-    s.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's current)")
+    s.add_argument("--threads", type=int, default=None,
+                   help="torch threads (default 1: on a shared CPU two threads measured noisier; 08_profiling/README.md)")
     s.set_defaults(fn=cmd_profile)
 
     s = sub.add_parser("eval", help="evaluate a model (per-source bits/byte, line completion); with --against, "

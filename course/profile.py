@@ -3,6 +3,13 @@
     course profile [--stages timers,ops,memory,sweep,roofline,latency] [--out DIR]
                    [--quick] [--device cpu|cuda] [--dtype float32|float16|bfloat16] [--threads N]
 
+`--threads` defaults to 1 (THREADS): with one torch thread the CPU timings use this process's
+CPU time, which other jobs on a shared machine do not inflate; with two, on the course's
+shared 2-core machine, the sweep's repeats spread several times wider and its knee moved
+(08_profiling/README.md, "How many threads"). Whatever the threads, `reliability(data)`
+reads the measurements' spreads and the report ends with what they make unreliable (a
+knee found in noise, a throughput that falls as the batch grows), also printed.
+
 The measurements and the report are stage 08's (`profiling.collect`, `profiling.write_report`),
 reached through `course.load` like every other stage's code: the reference solution where
 this copy of the course has it, else the learner's module (`course --impl ...` chooses). The report folder is written whole or not at all: everything
@@ -25,6 +32,14 @@ from course import layout, manifest
 from course.loader import load, root
 
 REPORT_FILES = {"report.md", "report.json", "sweep.png", "roofline.png", "latency.png", "trace.json"}
+THREADS = 1  # `--threads`' default (see the module docstring)
+# a measurement whose repeats spread (max - min) / median beyond this is noise, not a figure:
+# on the course's machine one torch thread's sweep points spread 8-78 % (one outlier 450 %),
+# two threads' 3-970 % (median about 140 %)
+NOISY_SPREAD = 1.0
+# decode throughput that falls to less than this share of a smaller batch's: a busy machine,
+# not the model (a decode step's cost grows more slowly than its rows)
+FALL = 0.5
 
 
 class UsageError(ValueError):
@@ -78,6 +93,72 @@ def check_out(out: str | Path) -> Path:
     return path
 
 
+def _pct(x: float) -> str:
+    return f"{100 * x:.0f}%"
+
+
+def reliability(data: dict) -> list[str]:
+    """Sentences on what the measurements' spreads make unreliable (none: all figures stand).
+
+    - sweep: points whose repeats spread over NOISY_SPREAD; the knee is unreliable when the
+      point before it, it or a later one (the points its test compares) is noisy, or when
+      throughput falls below FALL x a smaller batch's anywhere in the curve;
+    - timers: a step whose synchronised repeats spread over NOISY_SPREAD.
+    """
+    notes = []
+    sweep = data.get("sweep") or {}
+    pts = sorted(sweep.get("points") or [], key=lambda p: p["batch"])
+    noisy = [p for p in pts if p.get("spread", 0) > NOISY_SPREAD]
+    falls = [(a, b) for i, a in enumerate(pts) for b in pts[i + 1:]
+             if a["tokens_per_s"] > 0 and b["tokens_per_s"] < FALL * a["tokens_per_s"]]
+    knee = sweep.get("knee")
+    if noisy:
+        notes.append("sweep: the repeats of batch " + ", ".join(f"{p['batch']} spread {_pct(p['spread'])}" for p in noisy)
+                     + f" (over {_pct(NOISY_SPREAD)}): those points are noise, not throughput")
+    if falls:
+        a, b = max(falls, key=lambda ab: ab[0]["tokens_per_s"] / max(ab[1]["tokens_per_s"], 1e-12))
+        notes.append(f"sweep: throughput falls as the batch grows (batch {b['batch']}: {b['tokens_per_s']:.0f} "
+                     f"tokens/s, {a['tokens_per_s'] / max(b['tokens_per_s'], 1e-12):.1f}x less than batch "
+                     f"{a['batch']}'s {a['tokens_per_s']:.0f}): the machine was busy, not the model")
+    if knee and pts:
+        at = next((i for i, p in enumerate(pts) if p["batch"] == knee["batch"]), None)
+        compared = pts[max(0, (at or 0) - 1):] if at is not None else pts
+        if falls or any(p in noisy for p in compared):
+            notes.append(f"the knee at batch {knee['batch']} is UNRELIABLE: it was found in noise "
+                         f"(the points it rests on spread up to {_pct(max(p.get('spread', 0) for p in compared))}"
+                         + (", and throughput falls as the batch grows" if falls else "") + ")")
+    elif pts and (noisy or falls):
+        notes.append("'no knee inside the sweep' is UNRELIABLE too: the curve it reads is noisy")
+    for name, t in (data.get("timers") or {}).items():
+        if isinstance(t, dict) and t.get("honest_spread", 0) > NOISY_SPREAD:
+            notes.append(f"timers: {name}'s synchronised repeats spread {_pct(t['honest_spread'])}: its median is "
+                         "not a figure to quote")
+    if notes:
+        threads = (data.get("environment") or {}).get("threads")
+        notes.append("re-run on a quieter machine"
+                     + (f" and with --threads 1 (this run: {threads} threads)" if threads not in (None, 1) else "")
+                     + "; the figures above are the medians of what was measured")
+    return notes
+
+
+def _add_reliability(folder: Path, notes: list[str], threads: int) -> None:
+    """Append the reliability notes to report.md and report.json (in the unfinished folder)."""
+    import json
+
+    md = folder / "report.md"
+    if md.is_file():
+        lines = ["", "## How far to trust these figures", "", f"Measured with {threads} torch thread(s) "
+                 f"(`course profile --threads N`). A measurement whose repeats spread more than "
+                 f"{_pct(NOISY_SPREAD)} ((max - min) / median) is flagged."]
+        lines += [""] + ([f"- {n}" for n in notes] if notes else ["No measurement spread that far: the figures stand."])
+        md.write_text(md.read_text(encoding="utf-8").rstrip("\n") + "\n" + "\n".join(lines) + "\n", encoding="utf-8")
+    js = folder / "report.json"
+    if js.is_file():
+        data = json.loads(js.read_text(encoding="utf-8"))
+        data["reliability"] = {"threads": threads, "noisy_spread": NOISY_SPREAD, "notes": notes}
+        js.write_text(json.dumps(data, indent=1), encoding="utf-8")
+
+
 def _replace_dir(tmp: Path, dest: Path) -> None:
     """Move the finished folder `tmp` to `dest`; an earlier report at dest is removed only
     once the new one is in place."""
@@ -119,8 +200,8 @@ def run(args) -> int:
     import torch
 
     before = torch.get_num_threads()
-    if args.threads is not None:
-        torch.set_num_threads(args.threads)
+    threads = THREADS if args.threads is None else args.threads
+    torch.set_num_threads(threads)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
     umask = os.umask(0)
     os.umask(umask)
@@ -131,6 +212,8 @@ def run(args) -> int:
                             trace_path=tmp / "trace.json" if "ops" in sections else None,
                             progress=lambda m: print(f"  {m}", file=sys.stderr, flush=True))
         prof.write_report(data, tmp)
+        notes = reliability(data)
+        _add_reliability(tmp, notes, threads)
         _replace_dir(tmp, out)
     except NotImplementedError as e:  # --impl student with exercises still to do
         shutil.rmtree(tmp, ignore_errors=True)
@@ -144,6 +227,8 @@ def run(args) -> int:
         torch.set_num_threads(before)
     print(f"wrote {out / 'report.md'} ({', '.join(sorted(p.name for p in out.iterdir()))}) "
           f"in {time.perf_counter() - t0:.0f} s")
+    for note in notes:
+        print(f"unreliable: {note}" if not note.startswith("re-run") else note)
     rec = (data.get("latency") or {}).get("recommendation")
     if rec:
         print(f"next change ({rec['key']}): {rec['advice']}")
