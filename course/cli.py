@@ -371,6 +371,8 @@ def _device_args(args) -> tuple[object, object] | None:
 
 
 def _add_device_arguments(parser: argparse.ArgumentParser) -> None:
+    if _without_device_args:  # a command that never reads them (check, status, ...): no torch import
+        return
     from solutions.device import add_device_arguments
 
     add_device_arguments(parser)
@@ -628,8 +630,20 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+# commands that never read --device/--dtype: their parser is built without them, so that
+# `course check` does not import torch (seconds on a busy machine) to parse its arguments
+_LIGHT_COMMANDS = ("check", "status", "hint", "grade", "stubs")
+_without_device_args = False
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    global _without_device_args
+    words = sys.argv[1:] if argv is None else list(argv)
+    _without_device_args = bool(words) and words[0] in _LIGHT_COMMANDS
+    try:
+        args = build_parser().parse_args(argv)
+    finally:
+        _without_device_args = False
     if args.impl:
         set_impl(args.impl)
     try:

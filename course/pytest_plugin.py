@@ -54,6 +54,47 @@ except OSError:  # pragma: no cover - no stderr at all
     _REAL_STDERR = None
 
 
+def pytest_addhooks(pluginmanager) -> None:
+    """Rewrite the asserts of test files and conftests only, not of every installed package
+    that ships a pytest plugin (pytest marks them all: hypothesis, this course, its
+    solutions). The test process runs with -B (and learners' machines often cannot write
+    site-packages), so nothing rewritten is cached: rewriting hypothesis's hundred modules
+    cost seconds of every `course check`. Learner code is loaded by path, never rewritten."""
+    hook = getattr(pluginmanager, "rewrite_hook", None)
+    must = getattr(hook, "_must_rewrite", None)
+    if isinstance(must, set):
+        must.difference_update({m for m in must if m.split(".")[0] in _NOT_REWRITTEN})
+        cache = getattr(hook, "_marked_for_rewrite_cache", None)
+        if isinstance(cache, dict):
+            cache.clear()
+
+
+# packages whose modules pytest would rewrite only because they ship a pytest11 plugin
+_NOT_REWRITTEN = ("hypothesis", "_hypothesis_pytestplugin", "course", "solutions", "anyio", "nbval",
+                  "pytest_timeout", "xdist", "typeguard", "pytest_asyncio")
+
+
+def pytest_load_initial_conftests(early_config: pytest.Config, parser, args) -> None:
+    """nbval (and with it nbformat, seconds to import) is blocked by pyproject's addopts
+    (`-p no:nbval`); a run that asks for notebooks (`--nbval`, `--nbval-lax`) gets it back here,
+    before its options are parsed."""
+    if not any(str(a).startswith("--nbval") or str(a) in ("--nbdime",) for a in args):
+        return
+    pm = early_config.pluginmanager
+    if pm.get_plugin("nbval") is not None or "no:nbval" in _explicit_plugin_args(early_config):
+        return
+    pm.unblock("nbval")
+    pm.import_plugin("nbval", consider_entry_points=True)
+
+
+def _explicit_plugin_args(config: pytest.Config) -> list[str]:
+    """The `-p X` values given on the command line itself (not through addopts)."""
+    args = list(config.invocation_params.args)
+    out = [a[2:] for a in args if a.startswith("-p") and len(a) > 2]
+    out += [args[i + 1] for i, a in enumerate(args[:-1]) if a == "-p"]
+    return out
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     g = parser.getgroup("course")
     g.addoption("--impl", choices=loader.IMPLS, default=None,
@@ -137,26 +178,115 @@ class _WatchedModule(types.ModuleType):
         super().__delattr__(name)
 
 
+# Modules too slow to import for a test that does not need them (torch: seconds): they are
+# guarded when they are first imported (by a test, a fixture or the learner's code), from an
+# import hook that runs the moment the module's own code has finished, before the importer
+# (learner code included) gets the module back. A guarded module present without having been
+# kept (imported around the hook) is tampering too.
+LATE = ("torch", "torch.testing")
+_LATE_PREFIX = tuple(m.split(".")[0] for m in LATE)
+
+
+def _keep(mod: str, m: types.ModuleType) -> None:
+    names = dict(GUARDED)[mod]
+    for name in names:
+        if name in m.__dict__:
+            _guarded_originals.setdefault((mod, name), m.__dict__[name])
+    if type(m) is types.ModuleType:
+        try:
+            m.__class__ = _WatchedModule
+            _watched.add(mod)
+        except TypeError:
+            pass
+    _kept.add(mod)
+
+
+_kept: set[str] = set()  # the guarded modules whose originals are kept
+
+
+def _keep_loaded_late() -> None:
+    for mod in LATE:
+        m = sys.modules.get(mod)
+        if m is not None and mod not in _kept and isinstance(m, types.ModuleType):
+            _keep(mod, m)
+
+
+class _KeepAfterExec:
+    """The loader of a late-guarded module, wrapped: its helpers are kept once it has run."""
+
+    def __init__(self, inner, name: str):
+        self._inner, self._name = inner, name
+
+    def create_module(self, spec):
+        return self._inner.create_module(spec)
+
+    def exec_module(self, module):
+        self._inner.exec_module(module)
+        if self._name not in _kept:  # this module only: its parent may still be initialising
+            _keep(self._name, module)
+
+    def __getattr__(self, name):  # get_resource_reader, is_package, get_source, ...
+        return getattr(self._inner, name)
+
+
+class _GuardOnImport:
+    """A meta path finder that only wraps the loaders of the LATE modules (and finds nothing
+    itself), so `import torch` keeps torch's helpers before anyone can replace them."""
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname not in LATE or fullname in _kept:
+            return None
+        import importlib.machinery
+
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(fullname, path, target)
+            if spec is not None:
+                if spec.loader is not None and hasattr(spec.loader, "exec_module"):
+                    spec.loader = _KeepAfterExec(spec.loader, fullname)
+                return spec
+        return None
+
+
+_HOOK = _GuardOnImport()
+
+
 def _keep_guarded() -> None:
     import importlib
     import importlib.util
 
-    for mod, names in GUARDED:
+    for mod, _names in GUARDED:
+        if mod in LATE:
+            continue
         try:
             if mod not in sys.modules and importlib.util.find_spec(mod.split(".")[0]) is None:
                 continue
             m = importlib.import_module(mod)
         except Exception:
             continue
-        for name in names:
-            if name in m.__dict__:
-                _guarded_originals.setdefault((mod, name), m.__dict__[name])
-        if type(m) is types.ModuleType:
-            try:
-                m.__class__ = _WatchedModule
-                _watched.add(mod)
-            except TypeError:
-                pass
+        _keep(mod, m)
+    _keep_loaded_late()
+    if _HOOK not in sys.meta_path:
+        sys.meta_path.insert(0, _HOOK)
+
+
+def _unkept_late() -> list[str]:
+    """LATE modules loaded without passing the hook (the learner removed it or loaded the
+    module by hand): their helpers were never kept, so that is reported as tampering."""
+    if not _kept and _HOOK not in sys.meta_path:
+        return []  # the guard was never set up (not a test session)
+    out = []
+    for mod in LATE:
+        if mod in sys.modules and mod not in _kept:
+            out.append(f"{mod} (imported around the course's import guard)")
+            m = sys.modules[mod]
+            if isinstance(m, types.ModuleType):
+                _keep(mod, m)
+    if _HOOK not in sys.meta_path:
+        out.append("sys.meta_path (the course's import guard removed)")
+        sys.meta_path.insert(0, _HOOK)
+    return out
 
 
 def replaced_helpers() -> list[str]:
@@ -164,6 +294,7 @@ def replaced_helpers() -> list[str]:
     the last check (each is put back), and learner-defined classes that can lie in a comparison."""
     out = list(dict.fromkeys(_written))
     _written.clear()
+    out += _unkept_late()
     for (mod, name), orig in _guarded_originals.items():
         m = sys.modules.get(mod)
         if m is None:

@@ -182,3 +182,55 @@ def test_plain_pytest_has_a_time_limit_that_kills(tmp_path):
     assert out.startswith("F."), out[:300]  # the Hypothesis test failed, the next one ran
     assert "Timeout (0:00:12)" in out and "in test_zz_c_loop" in out, out[-3000:]
     assert proc.returncode != 0
+
+
+LIGHT = '''
+import sys
+
+
+def test_nothing_heavy_was_imported():
+    heavy = [m for m in ("torch", "nbformat", "jsonschema") if m in sys.modules]
+    assert not heavy, heavy
+'''
+
+LATE_TAMPER = '''
+def test_a_patch_after_a_late_import():
+    import torch
+    torch.allclose = lambda *a, **k: True
+'''
+
+AROUND_THE_GUARD = '''
+import sys
+
+
+def test_around_the_guard():
+    sys.meta_path[:] = [f for f in sys.meta_path if type(f).__name__ != "_GuardOnImport"]
+    import torch
+    torch.allclose = lambda *a, **k: True
+'''
+
+
+def test_collection_imports_neither_torch_nor_nbformat_and_torch_is_still_guarded(tmp_path):
+    """A test that needs neither pays for neither (torch and nbformat cost seconds each on a
+    busy machine); torch's helpers are kept the moment torch is first imported, so a learner
+    who imports torch late and patches it is caught, and so is one who imports it around the
+    course's import hook."""
+    import sys
+
+    from tests.helpers import run
+
+    from tests.helpers import ROOT
+
+    ini = ["-c", str(ROOT / "pyproject.toml"), f"--rootdir={tmp_path}"]  # the course's addopts
+    (tmp_path / "test_light.py").write_text(LIGHT)
+    proc = run([sys.executable, "-m", "pytest", "-q", *ini, "test_light.py"], cwd=tmp_path, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-2000:]
+    (tmp_path / "test_late.py").write_text(LATE_TAMPER)
+    proc = run([sys.executable, "-m", "pytest", "-q", *ini, "test_late.py"], cwd=tmp_path, timeout=300)
+    out = " ".join(proc.stdout.split())
+    assert "TAMPERING: torch.allclose replaced during test_late.py::test_a_patch_after_a_late_import" in out, out
+    (tmp_path / "test_around.py").write_text(AROUND_THE_GUARD)
+    proc = run([sys.executable, "-m", "pytest", "-q", *ini, "test_around.py"], cwd=tmp_path, timeout=300)
+    out = " ".join(proc.stdout.split())
+    assert "TAMPERING: torch (imported around the course's import guard)" in out, out
+    assert "sys.meta_path (the course's import guard removed)" in out, out
