@@ -1,8 +1,8 @@
 # GENERATED from solutions/batching/continuous.py by `course stubs --write`: fill in the bodies that raise NotImplementedError.
 # The lesson is 05_batching/05_batching.ipynb. Exercises in this file (line of each hole, then the commands):
-#   5.4 Continuous batching: line 34; `course check 5.4`, `course hint 5.4`
-#   5.5 Chunked prefill: a token budget: line 45; `course check 5.5`, `course hint 5.5`
-#   5.6 Preemption, requeue and abort: line 61; `course check 5.6`, `course hint 5.6`
+#   5.4 Continuous batching: line 35; `course check 5.4`, `course hint 5.4`
+#   5.5 Chunked prefill: a token budget: line 47; `course check 5.5`, `course hint 5.5`
+#   5.6 Preemption, requeue and abort: line 63; `course check 5.6`, `course hint 5.6`
 """ContinuousBatching: iteration-level scheduling, chunked prefill, preemption (5.4–5.6)."""
 
 from __future__ import annotations
@@ -26,20 +26,22 @@ class ContinuousBatching(Scheduler):
 
     def schedule(self, now: float) -> SchedulerOutput:
         """The next step's plan at time `now`, a new SchedulerOutput. A step preempts or
-        admits, never both: when the running requests do not fit (`tokens_held() >
-        max_cache_tokens`) it preempts as `preempt` does and admits NOBODY, not even a
-        request that would fit the memory just freed (see `preempt`); otherwise it admits as
-        `admit_fcfs` does. `out.chunks` is `plan_chunks()` of the requests running after that."""
+        admits, never both: a step in which the running requests do not fit (`tokens_held()
+        > max_cache_tokens`) preempts as `preempt` does and admits NOBODY, not even a request
+        that would fit the memory just freed (see `preempt`); any other step admits as
+        `admit_fcfs` does. `out.chunks` plans, as `plan_chunks` does, the requests running
+        once the step's admissions are made: a request runs in the step that admits it."""
         out = SchedulerOutput()
         raise NotImplementedError('Exercise 5.4: Continuous batching — see 05_batching.ipynb')
         return out
 
     def plan_chunks(self) -> list[tuple[Request, int]]:
-        """This step's (request, n) list under the budget `max_tokens_per_step`: first every
-        decoding request (`phase == "decode"`, n = 1) in `running` order, then the prefilling
-        ones in `running` (admission) order, each n = min(its `num_pending`, what is left of
-        the budget). Requests that get 0 tokens are left out. The sum of n never exceeds the
-        budget. Without a budget (None): `Scheduler.plan_chunks`. Changes nothing."""
+        """This step's (request, n) list under the budget `max_tokens_per_step`: every
+        decoding request (`phase == "decode"`) gets its one token before any prefilling one
+        gets a token, in `running` order; the prefilling ones, in `running` (admission) order,
+        each get as much of their `num_pending` as the budget still allows. Requests that get
+        0 tokens are left out. The sum of n never exceeds the budget. Without a budget (None):
+        `Scheduler.plan_chunks`. Changes nothing."""
         if self.max_tokens_per_step is None:
             return super().plan_chunks()
         raise NotImplementedError('Exercise 5.5: Chunked prefill: a token budget — see 05_batching.ipynb')

@@ -24,8 +24,11 @@ def time_fn(fn: Callable[[], object], *, warmup: int = 2, repeat: int = 7, numbe
     own calls queued (on a GPU a call returns before its work is done), and none of the
     work queued before it (by a warm-up call, an earlier run, or anyone before time_fn was
     called). `sync()` (default `synchronize(device)`) is the only way to wait for queued
-    work; call it as few times as that rule allows (the tests count the calls). Only
-    `clock` is read (tests pass a fake clock that moves only when queued work completes).
+    work. Each warm-up call is waited for once, and each run waits for itself, at both of
+    its ends, whatever ran before it (it cannot know what else queued work since: another
+    thread, a callback): two waits per run, one per warm-up call, no others (the tests
+    count them). Only `clock` is read (tests pass a fake clock that moves only when queued
+    work completes).
     warmup=0 times the very first call.
     Raises ValueError (ints: warmup >= 0, repeat >= 1, number >= 1) and TypeError (fn not callable).
     """
