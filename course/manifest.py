@@ -107,6 +107,9 @@ STAGES: tuple[Stage, ...] = (
         ("4.8", "INT4 weights: groups, zero points, packing", 10),
         ("4.9", "QuantLinear: INT8/INT4 weights on the fly", 10, "4.4 4.8"),
         ("4.10", "AWQ: activation-aware INT4 scales", 10, "4.8 4.9"),
+        ("4.11", "A GGUF reader: header, metadata, tensor infos, alignment", 10),
+        ("4.12", "GGUF's Q8_0 and Q4_1 blocks back to float32", 10, "4.11"),
+        ("4.13", "GGUF's tensors onto Llama: names, Q/K un-permuted", 10, "4.11 4.12"),
     )),
     # --- end stage 04 ---------------------------------------------------------------
     # --- stage 05 -------------------------------------------------------------------

@@ -10,6 +10,11 @@
     weight_quant.py     quantize_int4, dequantize_int4, pack_int4, unpack_int4: INT4 groups  4.8
     quant_linear.py     quantize_weight, QuantLinear, quantize_model, weight_bytes           4.9
     calibrated_quant.py awq_search (AWQ, Lin et al. 2023), layer_inputs, awq_quantize        4.10
+    gguf_reader.py      read_gguf, read_value: a GGUF file's metadata and tensors, mapped    4.11
+    gguf_quants.py      dequantize_q8_0, dequantize_q4_1 (+ dequantize_tensor): blocks       4.12
+    gguf_to_llama.py    hf_name, unpermute_qk, llama_state_dict: GGUF onto Llama's names     4.13
+    smollm2.py          given: load_smollm2, render_chat: SmolLM2-135M-Instruct from its GGUF
+    export_hf.py        given: export_llama: a Llama as a Hugging Face folder (safetensors)
     checkpoint_format.py given: save_safetensors, load_safetensors, read_safetensors
     base.py             given: CacheProtocol (what a cache offers), CacheFullError, _CacheBase
     demo.py             given: demo()
@@ -23,11 +28,15 @@ from .base import CacheFullError, CacheProtocol, _CacheBase
 from .concat_cache import ConcatKVCache
 from .demo import demo
 from .generation import generate, generate_alone
+from .gguf_quants import dequantize_q4_1, dequantize_q8_0, dequantize_tensor
+from .gguf_reader import GGML_TYPES, GGUFFile, GGUFTensor, read_gguf, read_value, tensor_nbytes
+from .gguf_to_llama import hf_name, llama_config, llama_state_dict, unpermute_qk
 from .int8_cache import QuantizedKVCache, dequantize_int8, quantize_int8
 from .options import CACHES, GenerationResult, check_generate
 from .prealloc_cache import KVCache
 from .quant_linear import QuantLinear, int8_kernel_available, quantize_model, quantize_weight, weight_bytes
 from .sampling import apply_repetition_penalty, check_sampling, sample
+from .smollm2 import gguf_tokenizer, llama_from_gguf, load_smollm2, render_chat, smollm2_path
 from .weight_quant import dequantize_int4, pack_int4, quantize_int4, unpack_int4
 
 __all__ = [
@@ -37,4 +46,7 @@ __all__ = [
     "quantize_int4", "dequantize_int4", "pack_int4", "unpack_int4", "quantize_weight", "QuantLinear",
     "quantize_model", "weight_bytes", "int8_kernel_available", "awq_search", "layer_inputs", "awq_quantize",
     "save_safetensors", "load_safetensors", "read_safetensors",
+    "read_gguf", "read_value", "GGUFFile", "GGUFTensor", "GGML_TYPES", "tensor_nbytes", "dequantize_q8_0",
+    "dequantize_q4_1", "dequantize_tensor", "hf_name", "unpermute_qk", "llama_state_dict", "llama_config",
+    "load_smollm2", "llama_from_gguf", "gguf_tokenizer", "render_chat", "smollm2_path",
 ]
