@@ -198,3 +198,15 @@ def test_decisions_never_reach_stubs_or_hints():
                 continue
             assert "# DECISION:" not in path.read_text(encoding="utf-8"), (
                 f"{layout.stub_rel(st, path.name)} shows a `# DECISION:` line")
+
+
+def test_a_decision_is_read_apart_from_the_hints():
+    src = ('def f():\n    """doc"""\n    # BEGIN SOLUTION 1.1\n'
+           '    # DECISION: the order: a node after its parents\n    #   (continued)\n'
+           '    # HINT: first\n    #   continued\n    # HINT: second\n    return 1\n    # END SOLUTION\n')
+    assert stubs.decisions(src) == {"1.1": ["the order: a node after its parents (continued)"]}
+    assert stubs.hints(src) == {"1.1": ["first continued", "second"]}
+    assert "DECISION" not in stubs.make_stub(src, "autograd")
+    late = src.replace("    # HINT: second\n", "    # HINT: second\n    # DECISION: too late\n")
+    with pytest.raises(stubs.MarkerError, match="DECISION"):
+        stubs.hints(late)
