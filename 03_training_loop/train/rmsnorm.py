@@ -1,6 +1,6 @@
 # GENERATED from solutions/train/rmsnorm.py by `course stubs --write`: fill in the bodies that raise NotImplementedError.
 # The lesson is 03_training_loop/03_training_loop.ipynb. Exercises in this file (line of each hole, then the commands):
-#   3.15 RMSNorm: line 42; `course check 3.15`, `course hint 3.15`
+#   3.15 RMSNorm: line 40; `course check 3.15`, `course hint 3.15`
 """Exercise 3.15: RMSNorm, the normalisation of Llama-family decoders (Zhang & Sennrich, 2019)."""
 
 from __future__ import annotations
@@ -20,13 +20,11 @@ class RMSNorm(nn.Module):
 
         y = x / sqrt(mean(x ** 2 over the last axis) + eps) * weight
 
-    eps sits INSIDE the square root (Llama's and Hugging Face's `LlamaRMSNorm`'s placement:
-    an all-zero vector gives zeros, never NaN). No mean is subtracted and there is no bias
-    (what sets it apart from LayerNorm). The normalisation is computed in float32 and cast
-    back to x's dtype BEFORE the multiplication by `weight`, in that order (so float16 and
-    bfloat16 results equal `LlamaRMSNorm`'s bit for bit). x is not modified.
-    ValueError: x's last axis is not `dim` (checked before the exercise's code runs).
-    The parameter is named `weight` (the state-dict key `...layernorm.weight`), initialised to ones.
+    eps sits INSIDE the square root (as in Hugging Face's `LlamaRMSNorm`: an all-zero vector
+    gives zeros, never NaN); no mean is subtracted, no bias. Computed in float32 and cast back
+    to x's dtype BEFORE the multiplication by `weight` (so float16 and bfloat16 results equal
+    `LlamaRMSNorm`'s bit for bit). x is not modified. ValueError: x's last axis is not `dim`
+    (given check). The parameter `weight` (key `...layernorm.weight`) starts at ones.
     """
 
     def __init__(self, dim: int, eps: float = 1e-5):
