@@ -71,6 +71,11 @@ STAGES: tuple[Stage, ...] = (
         ("2.6", "Union-find clustering", 10),
         ("2.7", "Splits without leakage", 10, "2.6"),
         ("2.8", "The streaming pipeline and report", 17, "2.1 2.2 2.3 2.4 2.5 2.6 2.7"),
+        ("2.9", "The byte-to-unicode map", 4),
+        ("2.10", "The pre-tokenizer split", 6),
+        ("2.11", "BPE encoding: merges by rank, special tokens whole", 14, "2.9 2.10"),
+        ("2.12", "Decoding any id sequence", 4, "2.9"),
+        ("2.13", "Training BPE: counts, ties, merges", 12, "2.9 2.10"),
     )),
     # --- end stage 02 ---------------------------------------------------------------
     # --- stage 03 -------------------------------------------------------------------

@@ -13,6 +13,11 @@
     splits.py       assign_splits; source_group                                 2.7
     jsonl.py        read_jsonl, _parse_line; not_json_lines                     2.8
     pipeline.py     dedup_and_split; run_pipeline                               2.8
+    byte_unicode.py bytes_to_unicode; token_to_bytes, bytes_to_token              2.9
+    pretokenize.py  split_pattern; CharClasses, char_classes, pretokenize          2.10
+    bpe.py          merge_ids, ByteLevelBPE.encode                                  2.11
+                    ByteLevelBPE.decode                                             2.12
+    bpe_train.py    learn_merges; count_pieces, train_bpe                           2.13
     corpus.py       the standard-library corpus as JSON Lines (given)
     hashing.py      span_hashes, hash_strings: the 32-bit shingle hash (given)
     config.py       PipelineConfig, SPLITS, OUTPUT_FILES (given)
@@ -21,6 +26,7 @@
     cli.py          the command line; __main__.py runs it (given)
     demo.py         `course demo` (given)
     arguments.py    the stage's argument checks (given)
+    smollm2.py      SmolLM2's vocabulary from its GGUF file: gguf_tokenizer (given)
 
     python -m solutions.dedup --build-corpus corpus.jsonl
     python -m solutions.dedup corpus.jsonl out/ --threshold 0.85 --num-perm 128
@@ -44,3 +50,8 @@ from .report import accounted, format_report
 from .shingles import SHINGLE_KINDS, char_shingles, shingle_hashes, word_shingles, words_joined
 from .splits import assign_splits, source_group
 from .train_split import build_train_split
+from .byte_unicode import byte_chars, bytes_to_token, bytes_to_unicode, token_to_bytes, unicode_to_bytes
+from .pretokenize import SCHEMES, CharClasses, char_classes, pretokenize, split_pattern
+from .bpe import ByteLevelBPE, merge_ids
+from .bpe_train import BPETrainResult, count_pieces, learn_merges, train_bpe
+from .smollm2 import gguf_tokenizer, read_gguf_tokenizer, smollm2_gguf

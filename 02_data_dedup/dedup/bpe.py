@@ -1,0 +1,175 @@
+# GENERATED from solutions/dedup/bpe.py by `course stubs --write`: fill in the bodies that raise NotImplementedError.
+# The lesson is 02_data_dedup/02_data_dedup.ipynb. Exercises in this file (line of each hole, then the commands):
+#   2.11 BPE encoding: merges by rank, special tokens whole: lines 36, 72, 76; `course check 2.11`, `course hint 2.11`
+#   2.12 Decoding any id sequence: line 87; `course check 2.12`, `course hint 2.12`
+"""Byte-level BPE encoding and decoding (exercises 2.11, 2.12): text -> token ids -> text.
+
+Sennrich et al. 2016 ("Neural Machine Translation of Rare Words with Subword Units") learn
+merges; GPT-2 (Radford et al. 2019) runs them on bytes, so any text has an encoding. To
+encode, each pre-token's bytes start as single-byte tokens and the learned merges are
+applied by rank, the earliest-learned first, until none applies.
+"""
+
+from __future__ import annotations
+
+import heapq
+import re
+from typing import Iterable, Sequence
+
+from solutions.checks import is_int
+
+from .byte_unicode import byte_chars, token_to_bytes
+from .pretokenize import SCHEMES, pretokenize
+
+
+def merge_ids(ids: Sequence[int], ranks: dict[tuple[int, int], tuple[int, int]]) -> list[int]:
+    """One pre-token's ids after BPE: `ids` with the merges of `ranks` applied by rank.
+
+    `ranks[(a, b)] = (rank, c)`: the adjacent pair of ids a, b may merge into id c, and
+    rank 0 is the first merge learned. While some adjacent pair has a rank, the pair of
+    LOWEST rank merges; where that pair occurs more than once, its leftmost occurrence
+    merges first, and then the pairs are looked at again (so with a, a -> aa, `[a, a, a]`
+    gives `[aa, a]`). How often a pair occurs, or where it is, never matters beyond that.
+    Returns a new list (`ids` itself, a list or tuple, is not changed); fewer than two ids
+    come back as they are.
+    """
+    raise NotImplementedError('Exercise 2.11: BPE encoding: merges by rank, special tokens whole — see 02_data_dedup.ipynb')
+
+
+class ByteLevelBPE:
+    """A byte-level BPE tokenizer from a vocabulary and its merges, as GPT-2 defines it.
+
+    `tokens[i]` is the vocabulary string of id i, spelled through `bytes_to_unicode` (as
+    GGUF's `tokenizer.ggml.tokens` and Hugging Face's `vocab.json` hold it: `"Ġthe"` is the
+    bytes b" the"); `merges` in rank order, as "a b" strings (GGUF's
+    `tokenizer.ggml.merges`) or (a, b) pairs. `special_tokens` (each one of `tokens`) are
+    kept whole wherever they occur in a text; `pretokenizer` is a scheme of `pretokenize`.
+
+    Given attributes the exercises use: `ranks` (the `merge_ids` table, ids), `byte_ids`
+    (the id of each single byte, a list of 256), `special_ids` ({special token: id}),
+    `special_pattern` (a compiled regex matching any special token, the longest where two
+    start at one place; None without special tokens), `token_bytes` (the bytes of each id)
+    and `cache` ({pre-token: its ids}, which `encode` may fill).
+    """
+
+    def encode(self, text: str) -> list[int]:
+        """The token ids of `text`.
+
+        Each special token in `text` (leftmost first; of two that start at one place, the
+        longer) becomes its own id, whatever surrounds it. Each stretch of text between
+        them is cut by `pretokenize(stretch, self.pretokenizer)`; each piece's UTF-8 bytes
+        become `byte_ids` and go through `merge_ids(..., self.ranks)`. The ids of all
+        pieces, in order, are the result (`[]` for `""`); `decode(encode(t)) == t` for any
+        str `t` without lone surrogates. Raises TypeError if `text` is not a str.
+        """
+        if not isinstance(text, str):
+            raise TypeError(f"encode expects a str, got {type(text).__name__}")
+        bad = self._unencodable.search(text)
+        if bad is not None:
+            raise ValueError(f"text holds {bad.group()!r} at {bad.start()}: its UTF-8 bytes "
+                             f"{bad.group().encode('utf-8', 'surrogatepass').hex(' ')} are not valid UTF-8 "
+                             "or include a byte this vocabulary has no token for")
+        raise NotImplementedError('Exercise 2.11: BPE encoding: merges by rank, special tokens whole — see 02_data_dedup.ipynb')
+
+    def _encode_ordinary(self, text: str) -> list[int]:
+        """The ids of `text` that holds no special token (what `encode` does between them)."""
+        raise NotImplementedError('Exercise 2.11: BPE encoding: merges by rank, special tokens whole — see 02_data_dedup.ipynb')
+
+    def decode(self, ids: Iterable[int]) -> str:
+        """The text of any sequence of ids: the bytes of its tokens, joined, as UTF-8.
+
+        Bytes that are not valid UTF-8 (half a character: a model may emit any id after any
+        other) become U+FFFD as `bytes.decode(..., errors="replace")` places them; decoding
+        never raises on them. A token's bytes are `token_bytes[id]`; a character split
+        over two tokens comes back whole. Raises ValueError for an id outside
+        0..vocab_size-1 and TypeError for an id that is not an int (NumPy ints are ints).
+        """
+        raise NotImplementedError('Exercise 2.12: Decoding any id sequence — see 02_data_dedup.ipynb')
+
+    # ------------------------------------------------------------ given code
+    def __init__(self, tokens: Sequence[str], merges: Sequence[str] | Sequence[tuple[str, str]],
+                 special_tokens: Sequence[str] = (), pretokenizer: str = "gpt2"):
+        if isinstance(tokens, str) or not all(isinstance(t, str) for t in tokens):
+            raise TypeError("tokens must be a sequence of str")
+        if pretokenizer not in SCHEMES:
+            raise ValueError(f"pretokenizer must be one of {SCHEMES}, got {pretokenizer!r}")
+        if isinstance(special_tokens, str):
+            raise TypeError(f"special_tokens must be a sequence of str, not the string {special_tokens!r}")
+        self.tokens = list(tokens)
+        self.pretokenizer = pretokenizer
+        self._ids: dict[str, int] = {}
+        for i, t in enumerate(self.tokens):
+            if self._ids.setdefault(t, i) != i:
+                raise ValueError(f"tokens holds {t!r} twice (ids {self._ids[t]} and {i})")
+        chars = byte_chars()
+        # a vocabulary may lack bytes no text of its training data held (SmolLM2's lacks 21:
+        # six control characters, and lead bytes of code points no text uses); `encode`
+        # refuses the characters they spell instead of dropping them
+        self.byte_ids = [self._ids.get(chars[b], -1) for b in range(256)]
+        self.missing_bytes = tuple(b for b in range(256) if self.byte_ids[b] < 0)
+        self._unencodable = _unencodable_pattern(self.missing_bytes)
+        self.ranks: dict[tuple[int, int], tuple[int, int]] = {}
+        for rank, merge in enumerate(merges):
+            pair = merge.split(" ") if isinstance(merge, str) else merge
+            if len(pair) != 2 or not all(isinstance(p, str) and p for p in pair):
+                raise ValueError(f"merge {rank} must be 'a b' or a pair (a, b) of tokens, got {merge!r}")
+            a, b = pair
+            for t in (a, b, a + b):
+                if t not in self._ids:
+                    raise ValueError(f"merge {rank} {merge!r}: {t!r} is not one of tokens")
+            self.ranks.setdefault((self._ids[a], self._ids[b]), (rank, self._ids[a + b]))
+        self.special_ids: dict[str, int] = {}
+        for s in special_tokens:
+            if not isinstance(s, str) or not s:
+                raise ValueError(f"special tokens must be non-empty str, got {s!r}")
+            if s not in self._ids:
+                raise ValueError(f"special token {s!r} is not one of tokens")
+            self.special_ids[s] = self._ids[s]
+        self.special_pattern = (re.compile("|".join(re.escape(s) for s in sorted(self.special_ids, key=len, reverse=True)))
+                                if self.special_ids else None)
+        self.token_bytes = [token_to_bytes(t) for t in self.tokens]
+        self.cache: dict[str, list[int]] = {}
+
+    @property
+    def vocab_size(self) -> int:
+        """The number of ids, `len(tokens)`."""
+        return len(self.tokens)
+
+    def token_to_id(self, token: str) -> int:
+        """The id of a vocabulary string (`"Ġthe"`, `"<|im_end|>"`); ValueError if absent."""
+        try:
+            return self._ids[token]
+        except (KeyError, TypeError):
+            raise ValueError(f"{token!r} is not a token of this vocabulary") from None
+
+    def id_to_token(self, i: int) -> str:
+        """The vocabulary string of id i; ValueError outside 0..vocab_size-1."""
+        if not is_int(i) or not 0 <= i < len(self.tokens):
+            raise ValueError(f"token id {i!r} is outside the vocabulary 0..{len(self.tokens) - 1}")
+        return self.tokens[int(i)]
+
+    def __repr__(self) -> str:
+        return (f"ByteLevelBPE(vocab_size={self.vocab_size}, merges={len(self.ranks)}, "
+                f"special_tokens={len(self.special_ids)}, pretokenizer={self.pretokenizer!r})")
+
+
+def _unencodable_pattern(missing: Sequence[int]) -> re.Pattern:
+    """A regex matching every character whose UTF-8 encoding holds one of the bytes
+    `missing`, and every lone surrogate (no UTF-8 holds one)."""
+    missing = set(missing)
+    bad = [cp for cp in range(0x80) if cp in missing]
+    for base in range(0x80, 0x110000, 64):  # 64 code points share all bytes but the last
+        if 0xD800 <= base <= 0xDFFF:
+            continue
+        if not missing.isdisjoint(chr(base).encode("utf-8")[:-1]):
+            bad.extend(range(base, base + 64))
+        else:
+            bad.extend(base + k for k in range(64) if 0x80 | k in missing)
+    ranges: list[list[int]] = []
+    for cp in bad:
+        if ranges and ranges[-1][1] == cp - 1:
+            ranges[-1][1] = cp
+        else:
+            ranges.append([cp, cp])
+    body = "".join(re.escape(chr(a)) if a == b else f"{re.escape(chr(a))}-{re.escape(chr(b))}" for a, b in ranges)
+    return re.compile(f"[{body}\ud800-\udfff]")
