@@ -428,7 +428,16 @@ MUTATIONS = (
       ("tests/test_train_gpt_loop.py::test_evaluate_matches_a_brute_force_count",)),
     M("03-resume-without-the-torch-generator", "train",
       "    torch.set_rng_state(state[\"rng\"][\"torch\"])\n", "",
-      ("tests/test_train_gpt_loop.py::test_resume_gives_exactly_the_losses_of_an_unbroken_run",)),
+      ("tests/test_train_gpt_loop.py::test_training_state_round_trip_and_config_check",)),
+    # issue 33: the data generator lost on resume (its own message); the engine loop without
+    # zero_grad (gradients accumulate across steps)
+    M("03-resume-without-the-data-generator", "train",
+      "    data_rng.set_state(state[\"rng\"][\"data\"])\n", "",
+      ("tests/test_train_gpt_loop.py::test_training_state_round_trip_and_config_check",)),
+    M("03-engine-loop-without-zero-grad", "train",
+      "        loss = cross_entropy(model(X), Y)\n        optimizer.zero_grad()\n",
+      "        loss = cross_entropy(model(X), Y)\n",
+      ("tests/test_train_engine_lm.py::test_each_step_steps_on_its_own_batchs_gradient",)),
     M("03-shard-interleaves-rows", "train",
       "    return x[share], y[share]\n",
       "    return x[rank::world_size], y[rank::world_size]\n",

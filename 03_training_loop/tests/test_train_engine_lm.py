@@ -145,3 +145,28 @@ def test_engine_loop_clips_before_the_step():
         f"with plain SGD at lr 1 the step must move the weights by the gradient clipped to max_norm 0.01 "
         f"(clip before optimizer.step()); they moved {moved:.4g}, the unclipped gradient's norm is "
         f"{h['grad_norm'][0]:.4g}")
+
+
+@pytest.mark.exercise("3.6")
+def test_each_step_steps_on_its_own_batchs_gradient():
+    """With a learning rate of 0 the weights never move, so step k's gradient norm (before
+    clipping) is that of the fresh model's loss on batch k alone: a gradient left over from
+    step k - 1 (no optimizer.zero_grad()) adds into it."""
+    def fresh():
+        return train.MLPLanguageModel(context=4, embed_dim=8, hidden=16, rng=5)
+    model = fresh()
+    opt = train.SGD(model.parameters(), lr=0.1)
+    h = train.train_mlp_lm(model, opt, TOKENS[:4000], TOKENS[4000:5000], steps=4, batch_size=8, max_lr=0.0,
+                           warmup_steps=0, min_lr=0.0, max_norm=1e9, eval_every=10, seed=3, log=None)
+    rng = np.random.default_rng(3)
+    want = []
+    for _ in range(4):
+        twin = fresh()
+        X, Y = train.sample_contexts(TOKENS[:4000], 8, 4, rng)
+        cross_entropy(twin(X), Y).backward()
+        want.append(float(np.sqrt(sum((p.grad.astype(np.float64) ** 2).sum() for p in twin.parameters()))))
+    got = [float(g) for g in h["grad_norm"]]
+    np.testing.assert_allclose(got, want, rtol=1e-5, err_msg=(
+        f"the gradient norms of steps 1-4 are {np.round(got, 4).tolist()}, expected those of each step's batch "
+        f"loss alone, {np.round(want, 4).tolist()}: clear the gradients before each backward "
+        f"(optimizer.zero_grad()), or every step adds its gradient to the previous ones'"))

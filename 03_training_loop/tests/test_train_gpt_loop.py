@@ -205,8 +205,12 @@ def test_evaluate_matches_a_brute_force_count(batch_size, max_tokens):
     assert model.training  # mode restored
     model.eval()
     loss, bpb = _brute_force_eval(model, tokens, 16, 7)
-    assert ev["tokens"] == 7 * 16
-    assert ev["loss"] == pytest.approx(loss, rel=1e-5) and ev["bpb"] == pytest.approx(bpb, rel=1e-5)
+    assert ev["tokens"] == 7 * 16, f"7 whole windows of 16 targets are evaluated, got tokens={ev['tokens']}"
+    assert ev["loss"] == pytest.approx(loss, rel=1e-5), (
+        f"loss = the summed cross-entropy over every target / the number of targets = {loss:.6f}, got {ev['loss']:.6f}")
+    assert ev["bpb"] == pytest.approx(bpb, rel=1e-5), (
+        f"bits per byte = the summed loss in bits / the number of targets that are bytes (end-of-text marks "
+        f"cost bits but are not bytes) = {bpb:.6f}, got {ev['bpb']:.6f}")
 
 
 @pytest.mark.exercise("3.9")
@@ -215,9 +219,12 @@ def test_evaluate_is_deterministic_with_dropout_and_caps_tokens():
     model = GPT(replace(TINY, dropout=0.5)).train()
     a = train.evaluate(model, VAL, block_size=16, max_tokens=410)
     b = train.evaluate(model, VAL, block_size=16, max_tokens=410)
-    assert a == b and a["tokens"] == 400  # 25 whole windows of 16
+    assert a == b, f"evaluate runs the model in eval mode (no dropout): two calls must agree, got {a} and {b}"
+    assert a["tokens"] == 400, f"max_tokens=410 keeps 25 whole windows of 16 = 400 targets, got {a['tokens']}"
     assert (VAL[1:401] == EOT).any()
-    assert a["bpb"] > a["loss"] / math.log(2) * 1.001  # EOT targets cost bits but are not bytes
+    assert a["bpb"] > a["loss"] / math.log(2) * 1.001, (
+        f"bits per byte ({a['bpb']:.4f}) must exceed loss / ln 2 ({a['loss'] / math.log(2):.4f}) here: the "
+        f"targets include end-of-text marks, which cost bits but are not bytes (divide by the byte targets only)")
     with pytest.raises(ValueError):
         train.evaluate(model, VAL[:10], block_size=16)
 
@@ -233,23 +240,6 @@ def test_short_gpt_run_loss_falls():
 
 
 # ---------------------------------------------------------------------------- 3.10 resume
-
-@pytest.mark.exercise("3.10")
-def test_resume_gives_exactly_the_losses_of_an_unbroken_run(tmp_path):
-    cfg = _cfg(model=replace(TINY, dropout=0.1), steps=12, eval_every=3)  # dropout: the torch RNG matters too
-    full_model, full = train.train(cfg, TRAIN, VAL, progress=False)
-    state = tmp_path / "state.pt"
-    _, first = train.train(cfg, TRAIN, VAL, state_path=state, stop_after=5, progress=False)
-    assert first["loss"] == full["loss"][:5]
-    torch.manual_seed(1234)  # whatever happened to the RNGs in between
-    torch.randn(100)
-    model, resumed = train.train(cfg, TRAIN, VAL, state_path=state, resume=True, progress=False)
-    assert resumed["step"] == full["step"]
-    assert resumed["loss"] == full["loss"]  # exact, not approximate
-    assert resumed["val_loss"] == full["val_loss"] and resumed["grad_norm"] == full["grad_norm"]
-    for a, b in zip(model.state_dict().values(), full_model.state_dict().values()):
-        assert torch.equal(a, b)
-
 
 @pytest.mark.exercise("3.10")
 def test_training_state_round_trip_and_config_check(tmp_path):
@@ -269,7 +259,12 @@ def test_training_state_round_trip_and_config_check(tmp_path):
     opt2 = torch.optim.AdamW(model2.parameters(), lr=1e-3)
     step, history = train.load_training_state(path, model=model2, optimizer=opt2, data_rng=rng2)
     assert step == 1 and history == {"loss": [1.5]}
-    assert torch.equal(rng2.get_state(), rng_state) and torch.equal(torch.get_rng_state(), torch_state)
+    assert torch.equal(torch.get_rng_state(), torch_state), (
+        "torch's global generator (dropout draws from it) is not restored: save torch.get_rng_state() under "
+        "state['rng']['torch'] and torch.set_rng_state it on load")
+    assert torch.equal(rng2.get_state(), rng_state), (
+        "the data generator (which batches come next) is not restored: save data_rng.get_state() under "
+        "state['rng']['data'] and data_rng.set_state it on load")
     for a, b in zip(model.state_dict().values(), model2.state_dict().values()):
         assert torch.equal(a, b)
     s1, s2 = opt.state_dict()["state"], opt2.state_dict()["state"]
@@ -278,6 +273,25 @@ def test_training_state_round_trip_and_config_check(tmp_path):
         train.load_training_state(path, model=model2, optimizer=opt2, data_rng=rng2, config={"a": 2})
     with pytest.raises(FileNotFoundError):
         train.load_training_state(tmp_path / "missing.pt", model=model2, optimizer=opt2, data_rng=rng2)
+
+
+@pytest.mark.exercise("3.10")
+def test_resume_gives_exactly_the_losses_of_an_unbroken_run(tmp_path):
+    cfg = _cfg(model=replace(TINY, dropout=0.1), steps=12, eval_every=3)  # dropout: the torch RNG matters too
+    full_model, full = train.train(cfg, TRAIN, VAL, progress=False)
+    state = tmp_path / "state.pt"
+    _, first = train.train(cfg, TRAIN, VAL, state_path=state, stop_after=5, progress=False)
+    assert first["loss"] == full["loss"][:5]
+    torch.manual_seed(1234)  # whatever happened to the RNGs in between
+    torch.randn(100)
+    model, resumed = train.train(cfg, TRAIN, VAL, state_path=state, resume=True, progress=False)
+    assert resumed["step"] == full["step"]
+    assert resumed["loss"] == full["loss"], (  # exact, not approximate
+        "a run resumed after step 5 must give exactly the unbroken run's losses: the weights, the optimizer "
+        "state and BOTH generators (torch's for dropout, the data one) come back as saved")
+    assert resumed["val_loss"] == full["val_loss"] and resumed["grad_norm"] == full["grad_norm"]
+    for a, b in zip(model.state_dict().values(), full_model.state_dict().values()):
+        assert torch.equal(a, b)
 
 
 @pytest.mark.given
