@@ -547,7 +547,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("check", help="run one stage's tests (06) or one exercise's (6.3), one line per exercise")
     s.add_argument("stage", metavar="NN|N.M", help="a stage number (06) or an exercise (6.3)")
-    s.add_argument("--timeout", type=int, default=60, help="seconds per test (default 60)")
+    s.add_argument("--timeout", type=int, default=60,
+                   help="seconds per test on a quiet machine, times this one's measured slowdown (default 60)")
     s.add_argument("--impl", choices=IMPLS, default=argparse.SUPPRESS, help="student (default) or solution")
     s.set_defaults(fn=cmd_check)
 
@@ -565,7 +566,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="extra hidden tests, laid out as NN_stage/hidden_tests/ (what `course release --hidden` writes)")
     s.add_argument("--json", default=None, metavar="FILE", help="write Gradescope results.json")
     s.add_argument("--summary", default=None, metavar="FILE", help="write a Markdown summary")
-    s.add_argument("--timeout", type=_seconds, default=60, help="seconds per test (default 60)")
+    s.add_argument("--timeout", type=_seconds, default=60,
+                   help="seconds per test on a quiet machine, times this one's measured slowdown (default 60)")
     s.add_argument("--impl", choices=IMPLS, default=argparse.SUPPRESS,
                    help="grade the learner's code (student, the default) or the reference (solution)")
     s.set_defaults(fn=cmd_grade)

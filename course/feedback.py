@@ -142,6 +142,8 @@ def failure_message(exc: BaseException | None) -> str | None:
     was raised in the learner's module, else `Type: message`. None without an exception."""
     if exc is None:
         return None
+    if type(exc).__name__ == "CourseTimeout":  # the harness's clock: no learner file to blame
+        return _clip(str(exc), 2 * MAX_MESSAGE)
     loc = learner_location(exc)
     if loc is not None:
         rel, line, inner = loc
@@ -349,7 +351,8 @@ def check_lines(st: manifest.Stage, results, errors: list[str], only: str | None
                 out += wrap(f"{passed}/{counted} tests pass; {own_todo} stop at its TODO")
             elif _rank(pick, ex.id) < 2:
                 head = f"{passed}/{counted} tests pass. " if counted else ""
-                out += wrap(f"{head}{name}: {pick.message or 'failed'}")
+                out += wrap(f"{head}{name}: {pick.message or 'failed'}",
+                            max_lines=5 if pick.message.startswith("Timeout") else 3)
         elif s.problem:  # nothing failed, yet not done: a skipped test counts as not passed
             out += wrap(f"{passed}/{counted} tests pass. {s.problem}")
     given = given_counts(results) if only is None else None

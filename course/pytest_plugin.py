@@ -20,7 +20,9 @@
   enforced by this plugin (its `pytest_timeout_set_timer` hook): an alarm raises
   `CourseTimeout`, a BaseException that Hypothesis does not catch and retry, and a
   faulthandler watchdog ends the process a few seconds later if the test is stuck inside C
-  code (`sum(itertools.count())`), printing where it was.
+  code (`sum(itertools.count())`), printing where it was. The limit scales with the
+  machine: `--timeout` seconds times its measured slowdown (see `course.runner`), and a
+  time-out says which limit it hit and how to raise it.
 """
 
 from __future__ import annotations
@@ -660,16 +662,37 @@ class CourseTimeout(BaseException):
 _in_phase = False  # inside a test's setup, call or teardown (not pytest's own reporting)
 
 
-def _on_alarm(limit: float):
-    def handler(signum, frame):
-        if not _in_phase:
-            # The alarm came while pytest itself was between phases (making or logging a
-            # report): an exception there would crash the whole session (INTERNALERROR).
-            # Fire again shortly, inside the next phase, or never if the test is done.
-            signal.setitimer(signal.ITIMER_REAL, 0.05)
-            return
-        raise CourseTimeout(f"Timeout: the test ran longer than its time limit of {limit:g} s")
-    return handler
+_timer: dict = {}  # the running test's timer: start, base limit, slowdown
+
+
+def _on_alarm(signum, frame):
+    from course.runner import machine_slowdown, timeout_message
+
+    if not _in_phase:
+        # The alarm came while pytest itself was between phases (making or logging a
+        # report): an exception there would crash the whole session (INTERNALERROR).
+        # Fire again shortly, inside the next phase, or never if the test is done.
+        signal.setitimer(signal.ITIMER_REAL, 0.05)
+        return
+    start, base, slow = _timer["start"], _timer["base"], _timer["slow"]
+    now = machine_slowdown()  # the machine may have got busier since the test started
+    remaining = start + base * now.factor - time.monotonic()
+    if now.factor > slow.factor and remaining > 0.05:
+        _timer["slow"] = now
+        _arm(remaining)
+        return
+    raise CourseTimeout(timeout_message(time.monotonic() - start, base, slow))
+
+
+def _arm(seconds: float) -> None:
+    if threading.current_thread() is threading.main_thread() and hasattr(signal, "setitimer"):
+        signal.signal(signal.SIGALRM, _on_alarm)
+        signal.setitimer(signal.ITIMER_REAL, seconds)
+    if _REAL_STDERR is not None:
+        try:
+            faulthandler.dump_traceback_later(seconds + HARD_GRACE, exit=True, file=_REAL_STDERR)
+        except (OSError, ValueError):
+            pass
 
 
 def _in_test_phase():
@@ -700,16 +723,17 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem):
 def pytest_timeout_set_timer(item: pytest.Item, settings) -> bool:
     """Arm the alarm (a Python-level loop fails this one test) and a watchdog thread in C
     (faulthandler) that ends the process HARD_GRACE s later if the alarm could not be
-    delivered (a loop inside C code). The parent of a grading run kills it even then."""
-    limit = float(settings.timeout)
-    if threading.current_thread() is threading.main_thread() and hasattr(signal, "setitimer"):
-        signal.signal(signal.SIGALRM, _on_alarm(limit))
-        signal.setitimer(signal.ITIMER_REAL, limit)
-    if _REAL_STDERR is not None:
-        try:
-            faulthandler.dump_traceback_later(limit + HARD_GRACE, exit=True, file=_REAL_STDERR)
-        except (OSError, ValueError):
-            pass
+    delivered (a loop inside C code). The parent of a grading run kills it even then.
+
+    The limit is `--timeout` (ini `timeout`, a test's `timeout` marker) times the machine's
+    slowdown (`course.runner.machine_slowdown`: CPU speed measured once, load average per
+    CPU), re-measured when the alarm fires: correct code on a busy machine is not timed out."""
+    from course.runner import machine_slowdown
+
+    base = float(settings.timeout)
+    slow = machine_slowdown(measure=not _timer)  # the CPU speed once a process, then the load
+    _timer.update(start=time.monotonic(), base=base, slow=slow)
+    _arm(base * slow.factor)
     return True
 
 

@@ -34,6 +34,7 @@ from course.results import META, OUTCOMES, RAN, TestResult
 from course.sandbox import Sandbox
 
 GRACE = 5.0  # seconds past a test's limit before the parent kills its process
+MAX_SLOWDOWN = 10.0  # a limit grows with the machine's measured slowdown up to this factor
 MAX_PROCESSES = 10_000  # test processes of one run at most (each must report a result)
 MAX_ANSWERS = 500  # answers kept per test (course.answer)
 
@@ -54,6 +55,90 @@ class Run:
         order = list(self.collected)
         extra = [n for n in self.results if n not in self.collected]
         return [self.results[n] for n in order + extra if n in self.results]
+
+
+# ---- limits that scale with the machine ------------------------------------------------
+# A test's time limit is `--timeout` seconds on a quiet machine of the course's reference
+# speed, times this machine's slowdown now: its CPU speed (a short pure-Python loop's CPU
+# time against the reference's) times the contention for its cores (the load average per
+# CPU, or the loop's wall time over its CPU time, whichever is larger), at least 1 and at
+# most MAX_SLOWDOWN. Correct code on a busy machine (load 8 on 2 cores: about 4x) is not
+# timed out; a loop still is, within MAX_SLOWDOWN x the limit.
+
+CALIBRATION_LOOPS = 200_000
+CALIBRATION_REFERENCE_S = 0.025  # its CPU time on the course's 2-core dev machine (measured 0.0225 s)
+_speed: float | None = None  # this machine's CPU slowdown (measured once a process)
+
+
+@dataclass(frozen=True)
+class Slowdown:
+    factor: float  # the limit's multiplier (1 ... MAX_SLOWDOWN)
+    load: float  # the 1-minute load average
+    cpus: int
+    speed: float  # CPU time of the calibration loop / the reference's
+
+    def describe(self) -> str:
+        return (f"load average {self.load:.1f} on {self.cpus} CPU{'s' if self.cpus != 1 else ''}"
+                + (f", CPU {self.speed:.1f}x slower than the reference" if self.speed > 1.05 else ""))
+
+
+def _calibration_loop() -> tuple[float, float]:
+    """(CPU seconds, wall seconds) of a fixed pure-Python loop."""
+    c0, w0 = time.process_time(), time.perf_counter()
+    x = 0
+    for i in range(CALIBRATION_LOOPS):
+        x = (x * 31 + i) & 0xFFFF
+    return max(time.process_time() - c0, 1e-6), time.perf_counter() - w0
+
+
+def _cpus() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def machine_slowdown(measure: bool = True) -> Slowdown:
+    """This machine's slowdown now (see above). `measure=False` uses the CPU speed measured
+    before (or 1) and only the load average: microseconds, for every test's timer."""
+    global _speed
+    cpus = _cpus()
+    if os.environ.get("COURSE_FIXED_TIMEOUT"):  # limits as given, whatever the machine
+        return Slowdown(1.0, 0.0, cpus, 1.0)
+    forced = os.environ.get("COURSE_SLOWDOWN", "")  # a known factor (an instructor's runner, the tests)
+    try:
+        if forced and float(forced) >= 1:
+            return Slowdown(min(MAX_SLOWDOWN, float(forced)), float(forced) * cpus, cpus, 1.0)
+    except ValueError:
+        pass
+    try:
+        load = os.getloadavg()[0]
+    except (AttributeError, OSError):
+        load = 0.0
+    contention = max(1.0, load / cpus)
+    if measure or _speed is None:
+        if measure:
+            cpu, wall = _calibration_loop()
+            _speed = max(1.0, cpu / CALIBRATION_REFERENCE_S)
+            contention = max(contention, wall / cpu)
+        else:
+            _speed = _speed or 1.0
+    factor = min(MAX_SLOWDOWN, max(1.0, _speed * contention))
+    return Slowdown(round(factor, 2), load, cpus, round(_speed, 2))
+
+
+def scaled_limit(base: float, slowdown: Slowdown | None = None) -> float:
+    """`base` seconds on the reference machine, here and now."""
+    return base * (slowdown or machine_slowdown(measure=False)).factor
+
+
+def timeout_message(ran: float, base: float, slowdown: Slowdown, who: str = "") -> str:
+    """What a time-out says: which limit, from what, and how to raise it; it is the
+    harness's clock, and it blames no file of the learner's."""
+    limit = base * slowdown.factor
+    return (f"Timeout{who}: the test ran {ran:.0f} s, past its limit of {limit:.0f} s (--timeout {base:g} x "
+            f"{slowdown.factor:g} for this machine: {slowdown.describe()}). A limit of the harness, not a "
+            f"wrong answer: if the code is right, raise it with --timeout {int(base * 2)}")
 
 
 def _signal_name(rc: int) -> str:
@@ -77,7 +162,8 @@ def run_tests(paths: list[str | Path], impl: str, *, root: Path, timeout: float 
     """Run pytest on `paths` (under course root `root`) against `impl`, containing crashes
     and time-outs per test. `env` is the child's whole environment (None: inherit)."""
     run = Run()
-    collect_timeout = collect_timeout if collect_timeout is not None else max(120.0, 2 * timeout + 60)
+    slow = machine_slowdown()
+    collect_timeout = collect_timeout if collect_timeout is not None else max(120.0, 2 * timeout + 60) * slow.factor
     work = Path(tempfile.mkdtemp(prefix="course-run-"))
     done_file = work / "done.txt"
     done_file.write_text("", encoding="utf-8")
@@ -158,9 +244,10 @@ def _one_process(run: Run, paths, impl, *, root, timeout, sandbox, env, hidden, 
         eof = False
         while not eof:
             wait = state.deadline - time.monotonic()
-            if wait <= 0:
+            if wait <= 0 and not state.extend():
                 killed_for = state.in_flight or "collect"
                 break
+            wait = max(wait, 0.05)
             ready, _, _ = select.select([r], [], [], min(wait, 1.0))
             if not ready:
                 if proc.poll() is not None:  # exited; a detached descendant may hold the pipe open
@@ -208,9 +295,9 @@ def _one_process(run: Run, paths, impl, *, root, timeout, sandbox, env, hidden, 
         return True
     if state.in_flight is not None:
         if killed_for is not None:
-            msg = (f"Timeout: stopped by the grader after {timeout:g} s (+{GRACE:g} s grace): the test "
-                   f"did not finish within its time limit (a loop, perhaps inside C code)")
-            run.results[state.in_flight] = _failed(run, state.in_flight, msg, "timeout", duration=timeout)
+            ran = time.monotonic() - state.started
+            msg = timeout_message(ran, timeout, state.slowdown, " (the test process was stopped)")
+            run.results[state.in_flight] = _failed(run, state.in_flight, msg, "timeout", duration=round(ran, 3))
         else:
             run.results[state.in_flight] = _failed(run, state.in_flight, f"crashed: {_ended(rc)}", "crash")
         return False
@@ -247,12 +334,36 @@ class _Reader:
     def __init__(self, run: Run, timeout: float, collect_timeout: float):
         self.run, self.timeout = run, timeout
         self.deadline = time.monotonic() + collect_timeout
+        self.started = time.monotonic()  # when the running test (or collection) started
+        self.slowdown = machine_slowdown(measure=False)  # the most seen while it ran
         self.in_flight: str | None = None
         self.seen_collected = False
         self.finished = False
         self.interrupted: str | None = None
         self.exitstatus = 0
         self.expected: list[str] = []
+
+    def _arm(self) -> None:
+        """A new test (or the gap after one): its deadline from the machine's slowdown now.
+        The parent allows more than the child's own alarm (its factor may lag the child's)."""
+        self.started = time.monotonic()
+        self.slowdown = machine_slowdown(measure=False)
+        self.deadline = self.started + self.timeout * self.slowdown.factor * 1.25 + GRACE
+
+    def extend(self) -> bool:
+        """At the deadline: if the machine got slower since, move it (never past
+        MAX_SLOWDOWN x the limit); True if moved."""
+        if not self.seen_collected:
+            return False
+        now = machine_slowdown()
+        if now.factor <= self.slowdown.factor:
+            return False
+        self.slowdown = now
+        deadline = self.started + self.timeout * now.factor * 1.25 + GRACE
+        if deadline <= time.monotonic():
+            return False
+        self.deadline = deadline
+        return True
 
     def _anomaly(self, what: str) -> None:
         if len(self.run.anomalies) < 20:
@@ -284,7 +395,7 @@ class _Reader:
             for e in ev.get("errors", []):
                 if e not in run.errors:
                     run.errors.append(str(e))
-            self.deadline = time.monotonic() + self.timeout + GRACE
+            self._arm()
         elif kind == "start":
             node = ev.get("nodeid")
             if not isinstance(node, str):
@@ -297,7 +408,7 @@ class _Reader:
             elif node in run.results:
                 self._anomaly(f"{node} started a second time")
             self.in_flight = node
-            self.deadline = time.monotonic() + self.timeout + GRACE
+            self._arm()
         elif kind == "result":
             node = ev.get("nodeid")
             if not isinstance(node, str) or node != self.in_flight:
@@ -315,7 +426,7 @@ class _Reader:
             run.results[node] = replace(meta, outcome=outcome, message=ran.message[:500], todo=ran.todo,
                                         skip_reason=ran.skip_reason[:300], duration=ran.duration)
             self.in_flight = None
-            self.deadline = time.monotonic() + self.timeout + GRACE
+            self._arm()
         elif kind == "finish":
             # pytest ends the session early on KeyboardInterrupt or an internal error raised
             # outside a test's own call: the running test is charged with it, the rest resume
@@ -326,7 +437,7 @@ class _Reader:
             except (TypeError, ValueError):
                 self.exitstatus = 0
             self.finished = True
-            self.deadline = time.monotonic() + self.timeout + GRACE
+            self._arm()
         elif kind == "answer":  # course.answer: plain data for the running test, judged by the grader
             node, name = ev.get("nodeid"), ev.get("name")
             if not isinstance(node, str) or node != self.in_flight:
