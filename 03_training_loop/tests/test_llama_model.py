@@ -181,3 +181,21 @@ def test_forward_refuses_bad_input():
         model(torch.zeros(1, 17, dtype=torch.long))
     with pytest.raises(ValueError, match="attention_mask"):
         model(torch.zeros(2, 5, dtype=torch.long), attention_mask=torch.ones(2, 4))
+
+
+@pytest.mark.exercise("3.18")
+def test_the_training_loop_trains_a_llama(one_thread):
+    """`train.train` builds a Llama when the TrainConfig's model is a LlamaConfig (the path a
+    retrained default model takes); on a stream of repeated phrases its loss falls."""
+    from dataclasses import asdict
+
+    model_cfg = train.LlamaConfig(vocab_size=257, dim=32, n_layers=1, n_heads=4, n_kv_heads=2, hidden_dim=64,
+                                  max_seq_len=32)
+    cfg = train.TrainConfig(model=model_cfg, batch_size=8, block_size=32, steps=20, max_lr=1e-2, min_lr=1e-3,
+                            warmup_steps=3, eval_every=0, eval_tokens=1024)
+    assert train.TrainConfig(**asdict(cfg)).model == model_cfg  # read back from a checkpoint's dict
+    stream = torch.tensor(list(b"def add(a, b):\n    return a + b\n" * 200), dtype=torch.int16)
+    model, history = train.train(cfg, stream, stream, progress=False)
+    assert isinstance(model, train.Llama)
+    first, last = sum(history["loss"][:3]) / 3, sum(history["loss"][-3:]) / 3
+    assert last < 0.6 * first, f"20 steps on a repeated phrase: loss {first:.2f} -> {last:.2f}"

@@ -10,13 +10,14 @@ from solutions.checks import check_ints
 from solutions.gpt import GPTConfig
 
 from .arguments import check_positive
+from .llama import LlamaConfig
 
 
 @dataclass
 class TrainConfig:
     """One training run. The global batch is batch_size x grad_accum x processes windows."""
 
-    model: GPTConfig = field(default_factory=GPTConfig)
+    model: GPTConfig | LlamaConfig = field(default_factory=GPTConfig)  # which decoder `train` builds
     batch_size: int = 16  # windows per micro-batch, per process
     block_size: int = 256  # window length (at most model.block_size)
     grad_accum: int = 1  # micro-batches per optimizer step, per process
@@ -35,7 +36,7 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         if isinstance(self.model, dict):  # read back from a checkpoint or JSON
-            self.model = GPTConfig(**self.model)
+            self.model = (LlamaConfig if "n_kv_heads" in self.model else GPTConfig)(**self.model)
         self.betas = tuple(self.betas)
         check_ints(1, batch_size=self.batch_size, block_size=self.block_size, grad_accum=self.grad_accum,
                    steps=self.steps, eval_tokens=self.eval_tokens, eval_batch_size=self.eval_batch_size)

@@ -16,6 +16,7 @@ from tqdm import tqdm
 from solutions.gpt import GPT
 
 from .checkpoint import load_training_state, save_training_state
+from .llama import Llama, LlamaConfig
 from .config import TrainConfig
 from .data import get_batch
 from .distributed import setup_distributed, shard_batch
@@ -42,8 +43,9 @@ HISTORY_KEYS = ("step", "loss", "lr", "grad_norm", "tokens", "time", "val_step",
 
 def train(cfg: TrainConfig, train_tokens: torch.Tensor, val_tokens: torch.Tensor, *,
           state_path: str | Path | None = None, resume: bool = False, stop_after: int | None = None,
-          progress: bool = True) -> tuple[GPT, dict[str, list[float]]]:
-    """Train a GPT on a token stream: (the model, the history of the run).
+          progress: bool = True) -> tuple[GPT | Llama, dict[str, list[float]]]:
+    """Train a GPT, or a Llama when cfg.model is a LlamaConfig, on a token stream: (the model,
+    the history of the run).
 
     One process, or one rank of a `torchrun` group (then the model is wrapped in DDP, every
     rank draws the same global batch and trains on its shard, and rank 0 evaluates, saves
@@ -57,7 +59,7 @@ def train(cfg: TrainConfig, train_tokens: torch.Tensor, val_tokens: torch.Tensor
         raise ValueError("resume=True needs the state_path to resume from")
     rank, world = setup_distributed()
     torch.manual_seed(cfg.seed)
-    model = GPT(cfg.model)
+    model = Llama(cfg.model) if isinstance(cfg.model, LlamaConfig) else GPT(cfg.model)
     model.train()
     optimizer = make_optimizer(model, cfg)
     data_rng = torch.Generator().manual_seed(cfg.seed)
