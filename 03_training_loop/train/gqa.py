@@ -1,6 +1,6 @@
 # GENERATED from solutions/train/gqa.py by `course stubs --write`: fill in the bodies that raise NotImplementedError.
 # The lesson is 03_training_loop/03_training_loop.ipynb. Exercises in this file (line of each hole, then the commands):
-#   3.18 Grouped-query attention: line 28; `course check 3.18`, `course hint 3.18`
+#   3.18 Grouped-query attention: line 29; `course check 3.18`, `course hint 3.18`
 """Exercise 3.18: grouped-query attention (GQA; Ainslie et al., 2023): few KV heads, many query heads."""
 
 from __future__ import annotations
@@ -19,8 +19,9 @@ def grouped_query_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *
     `repeat_kv` order; H_kv == H is ordinary multi-head attention, H_kv == 1 multi-query).
     For each (b, h): softmax(q k^T / sqrt(D) over the visible keys) v, where key s is visible
     to query t iff mask[b, h, t, s] is True (mask: bool, broadcastable to (B, H, T, S); None:
-    all), or, with is_causal instead of a mask, iff s <= t (is_causal needs S == T). A query with no visible key
-    gets zeros (`F.scaled_dot_product_attention`'s rule). q, k, v are not modified.
+    all), or, with is_causal instead of a mask, iff s <= t (is_causal needs S == T). A query
+    with no visible key gets zeros (`F.scaled_dot_product_attention`'s rule). q, k, v are not
+    modified.
     ValueError: shapes that do not fit these rules, H not a multiple of H_kv; TypeError: a
     mask that is not bool; ValueError: both a mask and is_causal.
     """
