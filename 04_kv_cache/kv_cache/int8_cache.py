@@ -1,6 +1,6 @@
 # GENERATED from solutions/kv_cache/int8_cache.py by `course stubs --write`: fill in the bodies that raise NotImplementedError.
 # The lesson is 04_kv_cache/04_kv_cache.ipynb. Exercises in this file (line of each hole, then the commands):
-#   4.4 QuantizedKVCache: INT8 K/V: lines 25, 30, 49, 54, 60, 64; `course check 4.4`, `course hint 4.4`
+#   4.4 QuantizedKVCache: INT8 K/V: lines 26, 31, 50, 55, 61, 65; `course check 4.4`, `course hint 4.4`
 """Exercise 4.4: INT8 keys and values — absmax quantisation and `QuantizedKVCache`."""
 
 from __future__ import annotations
@@ -15,8 +15,9 @@ def quantize_int8(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Symmetric absmax INT8 over the last dim: x (..., D) floating -> (q (..., D) int8,
     scale (..., 1) float32).
 
-    scale = max|x| / 127 per vector, computed in float32; q = round(x / scale) (torch.round:
-    half to even), clamped to [-127, 127], so each vector's largest element maps to +-127
+    One scale per vector, computed in float32, chosen so that the vector's largest
+    magnitude maps to exactly 127; q is x in units of the scale, rounded (torch.round: half
+    to even), clamped to [-127, 127], so each vector's largest element maps to +-127
     and q * scale is within scale / 2 of x in every element. An all-zero vector gives scale
     0 and q 0, with no NaN or inf on the way (0 / 0 is NaN, and what a NaN becomes as int8
     depends on the CPU). One scale per token per head keeps an outlier in one head or one

@@ -12,8 +12,9 @@ def quantize_int8(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Symmetric absmax INT8 over the last dim: x (..., D) floating -> (q (..., D) int8,
     scale (..., 1) float32).
 
-    scale = max|x| / 127 per vector, computed in float32; q = round(x / scale) (torch.round:
-    half to even), clamped to [-127, 127], so each vector's largest element maps to +-127
+    One scale per vector, computed in float32, chosen so that the vector's largest
+    magnitude maps to exactly 127; q is x in units of the scale, rounded (torch.round: half
+    to even), clamped to [-127, 127], so each vector's largest element maps to +-127
     and q * scale is within scale / 2 of x in every element. An all-zero vector gives scale
     0 and q 0, with no NaN or inf on the way (0 / 0 is NaN, and what a NaN becomes as int8
     depends on the CPU). One scale per token per head keeps an outlier in one head or one

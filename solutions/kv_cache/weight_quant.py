@@ -14,9 +14,11 @@ def quantize_int4(w: torch.Tensor, group_size: int) -> tuple[torch.Tensor, torch
     (packed uint8 (out, in // 2), scale float32 (out, in // group_size), zero uint8 (same)).
 
     Group g of row o is w[o, g*group_size : (g+1)*group_size] (along the input dim). Per
-    group, in float32: lo = min(min w, 0), hi = max(max w, 0) (0 always representable, as
-    GPTQ's quantiser does it), scale = (hi - lo) / 15, zero = round(-lo / scale) in 0..15,
-    q = clamp(round(w / scale) + zero, 0, 15) (torch.round: half to even), stored as
+    group, in float32: the 16 levels 0..15 span, in equal steps of `scale`, the group's
+    range widened to include 0 (lo = min(min w, 0), hi = max(max w, 0): 0 always
+    representable, as GPTQ's quantiser does it); `zero` is the level 0.0 maps to, rounded,
+    in 0..15; an element's level q is its own multiple of the scale, rounded (torch.round:
+    half to even) BEFORE the zero point is added, then clamped to 0..15; stored as
     `pack_int4(q)`. Afterwards `dequantize_int4` is within scale / 2 of w in every element
     of the group. An all-zero group gives scale 0, zero 0, q 0, with no NaN on the way.
     Bad input: w not a 2-D floating tensor (TypeError), an odd width, or a group_size that
@@ -27,12 +29,12 @@ def quantize_int4(w: torch.Tensor, group_size: int) -> tuple[torch.Tensor, torch
     # DECISION: the grouping axis (groups along each output row's inputs), the asymmetric range
     #   widened to include 0, the zero point's rounding, and the nibble order of the packing (even
     #   position low, odd high).
-    # HINT: View w as (out, n_groups, group_size): every statistic is then a reduction over
-    #   the last dim, kept with keepdim=True so that it broadcasts back over its group.
-    # HINT: Widen the range to include 0 before taking the scale, and guard the division
-    #   for an all-zero group (scale 0) as quantize_int8 does.
-    # HINT: The zero point is the integer that 0.0 maps to; q is round(w / scale) shifted by
-    #   it and clamped to 0..15; pack q with pack_int4 after viewing it back as (out, in).
+    # HINT: View w as (out, n_groups, group_size): every statistic is then a reduction over the last
+    #   dim, kept with keepdim=True so that it broadcasts back over its group.
+    # HINT: Widen the range to include 0 before taking the scale: 16 levels make 15 steps, scale =
+    #   (hi - lo) / 15; guard the division for an all-zero group (scale 0) as quantize_int8 does.
+    # HINT: The zero point is the integer that 0.0 maps to, round(-lo / scale); q = clamp(round(w /
+    #   scale) + zero, 0, 15); pack q with pack_int4 after viewing it back as (out, in).
     out, width = w.shape
     groups = w.float().reshape(out, width // group_size, group_size)
     lo = groups.amin(dim=-1, keepdim=True).clamp(max=0.0)
