@@ -1226,6 +1226,13 @@ MUTATIONS = (
       "{_num(1e3 * p['step_s'])} | {_num(p['tokens_per_s'])} | {_num(100 * p['spread'])}%",
       "{_num(1e3 * p['step_s'] / p['batch'])} | {_num(p['tokens_per_s'])} | {_num(100 * p['spread'])}%",
       ("tests/test_profiling_report.py::test_every_figure_comes_from_the_data",)),
+    # issue 33: a figure the report derives itself, printed with its unit glued on (17.8x)
+    M("08-report-prints-a-derived-ratio-glued-to-its-unit", "profiling",
+      "               for p in pts]\n        md += [\"\", (f\"The knee",
+      "               for p in pts]\n        md += [\"\", f\"Batch {pts[-1]['batch']} serves "
+      "{_num(pts[-1]['tokens_per_s'] / pts[0]['tokens_per_s'])}x the tokens/s of batch 1.\"]\n"
+      "        md += [\"\", (f\"The knee",
+      ("tests/test_profiling_report.py::test_every_figure_comes_from_the_data",)),
     M("08-report-leaves-out-the-recommendations-key", "profiling",
       "**The change the data says to make next** (`{rec['key']}`): ",
       "**The change the data says to make next**: ",

@@ -38,7 +38,12 @@ def test_report_with_every_plot(data, tmp_path, report_json):
 @pytest.mark.exercise("8.7")
 def test_every_figure_comes_from_the_data(data, tmp_path, report_check):
     md = prof.write_report(data, tmp_path).read_text()
-    assert report_check(md, data) == []
+    made_up = report_check(md, data)
+    assert made_up == [], (
+        f"the report prints figures no value of the data explains: {made_up[:8]}. Every figure is a stored "
+        f"value times one unit scale (ms/µs from s, G from FLOP/s or B/s, % from a fraction, MiB from bytes), "
+        f"formatted by _num; a ratio or sum the report computes itself, or a number typed in, fails (with or "
+        f"without a unit glued on: 5.02x, 12ms)")
     # and the tables really show the measurements
     for p in data["sweep"]["points"]:
         assert prof._num(p["tokens_per_s"]) in md
