@@ -110,7 +110,9 @@ def cmd_check(args) -> int:
     tampered = list(getattr(run, "anomalies", []) or [])
     if impl == "student" and not tampered:
         progress.record(run.results)
-    known = {r.exercise.id: r.state for r in progress.status()} if ex and impl == "student" else None
+    # the other exercises as recorded: one whose latest run had full marks blocks nothing
+    known = ({r.exercise.id: "done" if r.recorded_done else r.state for r in progress.status()}
+             if ex and impl == "student" else None)
     lines, done = feedback.check_lines(st, run.results, run.errors, only=ex.id if ex else None,
                                        known=known or ({e.id: "done" for e in st.exercises} if ex else None))
     print("\n".join(lines))
@@ -123,8 +125,14 @@ def cmd_check(args) -> int:
     took = time.perf_counter() - t0
     if ex:
         ok = done == 1 and not run.errors
-        more = "" if ok else f" Stuck? `course hint {ex.id}`."
-        print(f"{ex.id} {'done' if ok else 'not done yet'} in {took:.0f} s.{more} "
+        more = ""
+        if ok:
+            verdict = "done"
+        elif done == 1:  # its tests that ran pass: something around them went wrong (above)
+            verdict = "passes the tests that ran, but some could not run (see above),"
+        else:
+            verdict, more = "not done yet", f" Stuck? `course hint {ex.id}`."
+        print(f"{ex.id} {verdict} in {took:.0f} s.{more} "
               f"Full output: pytest --impl {impl} {st.folder} --exercise {ex.id}")
         return 0 if ok else 1
     if tampered:
@@ -216,7 +224,8 @@ def cmd_status(args) -> int:
         pts = sum(r.max_points for r in mine)
         got = sum(r.score for r in mine)
         total_pts, got_pts = total_pts + pts, got_pts + got
-        todo = next((r for r in mine if r.pending), None)
+        todo = next((r for r in mine if r.pending and not r.recorded_done), None) or next(
+            (r for r in mine if r.pending), None)
         if todo is None:
             nexts = "complete"
         elif todo.blocked_by:
@@ -247,7 +256,8 @@ def cmd_status(args) -> int:
               f"did an edit break given code?")
     pending = [r for r in rows if r.pending]
     # the first exercise in course order; if a later one blocks some of its tests, say so
-    nxt = pending[0] if pending else None
+    # (one changed since a full-marks run comes after those never passed)
+    nxt = next((r for r in pending if not r.recorded_done), pending[0]) if pending else None
     if nxt is not None:
         print(f"\nNext: exercise {nxt.exercise.id} \"{_short(nxt.exercise.title, 40)}\" ({nxt.state})\n"
               f"      read {nxt.stage.notebook}, fill in its holes\n"

@@ -10,12 +10,14 @@ pytest plugin say about a failure.
   error, an import error, a `ValueError` from NumPy two calls down) is reported at the
   learner's file and line, `01_autograd/autograd.py:123: SyntaxError: ...`, not at the test.
 - **The most specific failing test.** Of an exercise's failed tests, `course check` shows
-  the first in file order among those that say the most, ranked: a failure in the learner's
-  own code with a message > the same with a bare exception name > the exercise's own TODO >
-  a TODO of another exercise (that one is "blocked", see below).
+  the first in file order among those that say the most, ranked: a message that states a
+  rule in words > a bare comparison (`assert 7.96 > 8.0`) > a bare exception name > the
+  exercise's own TODO > a TODO of another exercise (that one is "blocked", see below). A
+  failure raised in code of another exercise that is done is said so: "3.9's test failed
+  in code of 3.4: ...".
 - **Blocked.** An exercise is blocked by another when the manifest says it `requires` it
-  (its tests call that code) and that one is not done yet, or when its tests stop at that
-  exercise's TODO. `course check` and `course status` say "blocked by 1.3".
+  (its tests call that code) and that one's own recorded result is short of full marks,
+  or when its tests stop at that exercise's TODO. `course check` and `course status` say "blocked by 1.3".
 - **Points and states.** Both commands score with `course.grading.score_exercise`, the rule
   `course grade` uses (an exercise earns its points in proportion to its passing tests; done,
   partial, failing, blocked, TODO), and print them rounded down to one decimal (`7.5/10`,
@@ -201,11 +203,25 @@ class _Crash:
 
 # ---- per exercise: the failure to show, blocked, points --------------------------------
 
+_BARE = re.compile(r"^(?:[\w./-]+\.py:\d+: )?AssertionError: assert\b")  # pytest's own explanation
+OWN_TODO, OTHER_TODO = 3, 4
+
+
+def states_a_rule(message: str) -> bool:
+    """Does a failure message say something in words (the test's own message, or an
+    exception's), rather than a bare `assert 7.96 > 8.0` comparison?"""
+    return is_informative(message) and not _BARE.match(message.strip())
+
+
 def _rank(result: TestResult, ex_id: str) -> int:
+    """0: a message that states a rule; 1: a bare comparison; 2: a bare exception name;
+    OWN_TODO: the exercise's own TODO; OTHER_TODO: another exercise's."""
     todo = result.todo_id
     if todo is not None:
-        return 2 if todo == ex_id else 3
-    return 0 if is_informative(result.message) else 1
+        return OWN_TODO if todo == ex_id else OTHER_TODO
+    if states_a_rule(result.message):
+        return 0
+    return 1 if is_informative(result.message) else 2
 
 
 def pick_failure(results, ex_id: str) -> TestResult | None:
@@ -227,6 +243,27 @@ def requires_closure(ex_id: str) -> list[str]:
             todo += list(manifest.exercise(r).requires)
     order = {e.id: i for i, e in enumerate(e for s in manifest.STAGES for e in s.exercises)}
     return sorted(seen, key=lambda i: order.get(i, 1 << 30))
+
+
+_AT = re.compile(r"^(?P<path>[\w./-]+\.py):(?P<line>\d+): ")
+
+
+def code_of(st: manifest.Stage, message: str) -> str | None:
+    """The exercise whose code raised a failure placed at the learner's file and line
+    (`NN_stage/pkg/file.py:LINE: ...`, see `failure_message`), if any."""
+    m = _AT.match(message or "")
+    if m is None:
+        return None
+    path = m["path"].replace("\\", "/")
+    prefix = f"{st.folder}/{st.module}/"
+    if not path.startswith(prefix) or "/" in path[len(prefix):]:
+        return None
+    from course import progress
+
+    try:
+        return progress.exercise_at(st, path[len(prefix):], int(m["line"]))
+    except Exception:  # a hint, never a failure of the check itself
+        return None
 
 
 def blocked_by(ex_id: str, states: dict[str, str], results=()) -> list[str]:
@@ -336,7 +373,7 @@ def check_lines(st: manifest.Stage, results, errors: list[str], only: str | None
         pick = pick_failure(rs, ex.id)
         passed, counted = s.passed, s.counted
         own_todo = sum(r.todo_id == ex.id for r in failed)
-        if pick is not None and _rank(pick, ex.id) == 2 and not passed:  # untouched: one line
+        if pick is not None and _rank(pick, ex.id) == OWN_TODO and not passed:  # untouched: one line
             any_todo = True
             out += wrap(f"TODO, blocked by {', '.join(block)} (its tests use them)" if block else
                         "TODO: fill it in")
@@ -347,12 +384,17 @@ def check_lines(st: manifest.Stage, results, errors: list[str], only: str | None
                            "; do that first" if len(block) == 1 else "; do those first"))
         if pick is not None:
             name = pick.nodeid.split("::")[-1]
-            if _rank(pick, ex.id) == 2:
+            if _rank(pick, ex.id) == OWN_TODO:
                 out += wrap(f"{passed}/{counted} tests pass; {own_todo} stop at its TODO")
-            elif _rank(pick, ex.id) < 2:
+            elif _rank(pick, ex.id) < OWN_TODO:
                 head = f"{passed}/{counted} tests pass. " if counted else ""
-                out += wrap(f"{head}{name}: {pick.message or 'failed'}",
-                            max_lines=5 if pick.message.startswith("Timeout") else 3)
+                where = code_of(st, pick.message)
+                if where is not None and where != ex.id and states.get(where) in ("done", "no-gpu"):
+                    # the bug shows in this exercise's test but lies in code another one's tests pass
+                    out += wrap(f"{head}{ex.id}'s test failed in code of {where}: {name}: {pick.message}",
+                                max_lines=5)
+                else:
+                    out += wrap(f"{head}{name}: {pick.message or 'failed'}", max_lines=5)  # the whole message
         elif s.problem:  # nothing failed, yet not done: a skipped test counts as not passed
             out += wrap(f"{passed}/{counted} tests pass. {s.problem}")
     given = given_counts(results) if only is None else None

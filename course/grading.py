@@ -87,7 +87,8 @@ def run_pytest(paths: list[str | Path], impl: str, *, timeout: int = DEFAULT_TES
     one contained child process at a time (a crash or a time-out fails one test)."""
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     env.setdefault("COURSE_NO_RECORD", "1")
-    return RunResult.of(run_tests(paths, impl, root=root(), timeout=timeout, env=env, hidden=hidden, extra=extra))
+    return RunResult.of(run_tests(paths, impl, root=root(), timeout=timeout, env=env, hidden=hidden, extra=extra,
+                                  cache_bytecode=True))
 
 
 def stage_test_dir(st: manifest.Stage) -> Path:

@@ -13,8 +13,9 @@ show by itself (code that runs in another thread or process). Every other except
 shown as usual. With the reference solution (`COURSE_IMPL=solution`) nothing is ever
 stopped.
 
-`course.check("N.M")` runs `course check N.M` (the exercise's visible tests, in a fresh
-process) and prints its result in one line. `COURSE_NB_CHECKS=skip` (the maintainers' runs
+`course.check("N.M")` runs `course check N.M` in the notebook's own process (the tests run
+in one child process, as under `course check`, which imports only what they need) and
+prints its result in one line. `COURSE_NB_CHECKS=skip` (the maintainers' runs
 of every notebook, which test the exercises elsewhere) prints that the check was skipped.
 """
 
@@ -22,8 +23,6 @@ from __future__ import annotations
 
 import ast
 import os
-import subprocess
-import sys
 from types import ModuleType
 
 from course import manifest, results
@@ -149,28 +148,58 @@ def needs(*ex_ids: str) -> None:
             raise NotYet(ex_id)
 
 
-def check(ex_id: str, timeout: int = 300) -> None:
-    """Run exercise `ex_id`'s visible tests (`course check`, in a fresh process) and print
-    one line: done, or its state and the failure that says the most."""
+def check(ex_id: str, timeout: int = 60) -> None:
+    """Run exercise `ex_id`'s visible tests (`course check`, in this process: only the tests
+    run in a child, so a check costs the tests' own seconds, not a new interpreter importing
+    torch) and print one line: done, or its state and the failure that says the most.
+    `timeout`: seconds per test on a quiet machine (`course check --timeout`)."""
+    import contextlib
+    import io
+
+    from course import cli
+
     ex = manifest.exercise(ex_id)
     if os.environ.get("COURSE_NB_CHECKS", "").lower() == "skip":
         print(f"(check of {ex.id} skipped: COURSE_NB_CHECKS=skip)")
         return None
-    env = dict(os.environ, COURSE_IMPL=current_impl(), COURSE_ROOT=str(root()))
-    proc = subprocess.run([sys.executable, "-m", "course", "check", ex.id], cwd=root(), env=env,
-                          capture_output=True, text=True, timeout=timeout)
-    lines = [ln.rstrip() for ln in proc.stdout.splitlines()]
-    at = next((i for i, ln in enumerate(lines) if f" {ex.id} " in ln[:10]), None)
-    if proc.returncode == 0:
-        print(f"✔ {ex.id} {ex.title}: done")
-    elif at is None:
-        print(f"✘ {ex.id} {ex.title}: " + (proc.stderr.strip().splitlines() or [f"course check exited {proc.returncode}"])[-1])
-    else:
-        row = lines[at].split()
-        state = row[-2] if len(row) > 2 else "not done"
-        why = next((ln.strip() for ln in lines[at + 1:] if ln.strip() and not ln.strip().startswith("points:")), "")
-        if state == "TODO":
-            print(f"· {ex.id} {ex.title}: TODO" + ("" if why.startswith("TODO") else f" — {why}"))
-        else:
-            print(f"✘ {ex.id} {ex.title}: {state}" + (f" — {why}" if why else ""))
+    out, err = io.StringIO(), io.StringIO()
+    saved = {k: os.environ.get(k) for k in ("COURSE_IMPL", "COURSE_ROOT")}
+    os.environ.update(COURSE_IMPL=current_impl(), COURSE_ROOT=str(root()))
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            rc = cli.main(["check", ex.id, "--timeout", str(int(timeout))])
+    except SystemExit as e:  # argparse
+        rc = e.code if isinstance(e.code, int) else 2
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    print(summary_line(ex, rc, out.getvalue(), err.getvalue()))
     return None
+
+
+def summary_line(ex: manifest.Exercise, rc: int, stdout: str, stderr: str = "") -> str:
+    """The one line of a check cell, from `course check N.M`'s output: its row's state and
+    the whole of the failure shown under it (joined from its wrapped lines, never cut)."""
+    lines = [ln.rstrip() for ln in stdout.splitlines()]
+    at = next((i for i, ln in enumerate(lines) if f" {ex.id} " in ln[:10]), None)
+    if rc == 0:
+        return f"✔ {ex.id} {ex.title}: done"
+    if at is None:
+        return f"✘ {ex.id} {ex.title}: " + ((stderr.strip().splitlines() or [f"course check exited {rc}"])[-1])
+    row = lines[at].split()
+    state = row[-2] if len(row) > 2 else "not done"
+    why: list[str] = []
+    for ln in lines[at + 1:]:
+        text = ln.strip()
+        if not text or text.startswith(("points:", "given code")) or not ln.startswith("     "):
+            break  # the next row, the points line or the closing line
+        why.append(text)
+    why_text = " ".join(why)
+    if state == "TODO":
+        return f"· {ex.id} {ex.title}: TODO" + ("" if why_text.startswith("TODO") else f" — {why_text}")
+    if state == "done":  # the tests pass; something else (a collection error) kept it from done
+        return f"◐ {ex.id} {ex.title}: its tests pass" + (f" — {why_text}" if why_text else "")
+    return f"✘ {ex.id} {ex.title}: {state}" + (f" — {why_text}" if why_text else "")

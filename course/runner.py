@@ -158,9 +158,13 @@ def _ended(rc: int | None) -> str:
 
 def run_tests(paths: list[str | Path], impl: str, *, root: Path, timeout: float = 60,
               sandbox: Sandbox | None = None, env: dict | None = None, hidden: bool = True,
-              collect_timeout: float | None = None, extra: list[str] | None = None) -> Run:
+              collect_timeout: float | None = None, extra: list[str] | None = None,
+              cache_bytecode: bool = False) -> Run:
     """Run pytest on `paths` (under course root `root`) against `impl`, containing crashes
-    and time-outs per test. `env` is the child's whole environment (None: inherit)."""
+    and time-outs per test. `env` is the child's whole environment (None: inherit).
+    `cache_bytecode`: let the child write bytecode, pytest's rewritten test modules among it
+    (`course check` on the learner's own copy: rewriting a stage's tests costs seconds each
+    run); off for grading, whose child runs with -B in a fresh workspace."""
     run = Run()
     slow = machine_slowdown()
     collect_timeout = collect_timeout if collect_timeout is not None else max(120.0, 2 * timeout + 60) * slow.factor
@@ -176,6 +180,7 @@ def run_tests(paths: list[str | Path], impl: str, *, root: Path, timeout: float 
             before = len(run.results)
             finished = _one_process(run, paths, impl, root=root, timeout=timeout, sandbox=sandbox, env=env,
                                     hidden=hidden, collect_timeout=collect_timeout, extra=extra or [],
+                                    cache_bytecode=cache_bytecode,
                                     done_file=done_file, log_path=log_path, outputs=outputs)
             if finished or run.collect_failed:
                 break
@@ -209,11 +214,11 @@ def _failed(run: Run, nodeid: str, message: str, contained: str, **kw) -> TestRe
     return replace(meta, outcome="failed", message=message, contained=contained, **kw)
 
 
-def _one_process(run: Run, paths, impl, *, root, timeout, sandbox, env, hidden, collect_timeout, extra,
+def _one_process(run: Run, paths, impl, *, root, timeout, sandbox, env, hidden, collect_timeout, extra, cache_bytecode,
                  done_file, log_path, outputs) -> bool:
     """One child process. True when its session finished (nothing left to resume)."""
     r, w = os.pipe()
-    cmd = [sys.executable, "-I", "-B", "-m", "pytest", *map(str, paths), f"--impl={impl}",
+    cmd = [sys.executable, "-I", *([] if cache_bytecode else ["-B"]), "-m", "pytest", *map(str, paths), f"--impl={impl}",
            f"--course-events-fd={w}", f"--course-done={done_file}", f"--timeout={timeout:g}",
            "-q", "-rN", "--no-header", "-p", "no:cacheprovider", "-p", "no:nbval", f"--rootdir={root}",
            f"--confcutdir={root}"]
@@ -224,6 +229,8 @@ def _one_process(run: Run, paths, impl, *, root, timeout, sandbox, env, hidden, 
     cmd += extra
     child_env = dict(os.environ) if env is None else dict(env)
     child_env.update(COURSE_IMPL=impl, COURSE_ROOT=str(root), COURSE_DERANDOMIZE="1")  # same code, same grade
+    if cache_bytecode:
+        child_env.pop("PYTHONDONTWRITEBYTECODE", None)
     kw = sandbox.popen_kwargs() if sandbox is not None else {"start_new_session": True}
     with open(log_path, "wb") as log:
         try:

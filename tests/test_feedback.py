@@ -342,3 +342,70 @@ def test_check_says_when_gpu_tests_did_not_run():
     lines, _ = feedback.check_lines(st, rs, [], only="1.1", known={})
     text = " ".join(" ".join(lines).split())
     assert "3/3 on CPU; 2 GPU tests not run here (no CUDA)" in text, lines
+
+
+def test_progress_is_kept_per_exercise_and_blocked_by_only_short_of_full_marks(tmp_path, monkeypatch):
+    """An edit inside 1.3's function marks 1.3 changed and leaves 1.1 and 1.2 as recorded; an
+    exercise changed since a full-marks run blocks nothing; `course status` never points
+    back at an exercise whose recorded run passed."""
+    import re
+    import shutil
+
+    from course import progress
+    from course.results import TestResult
+    from tests.helpers import small_course
+
+    base = small_course(tmp_path / "c")
+    monkeypatch.setenv("COURSE_ROOT", str(base))
+    monkeypatch.delenv("COURSE_NO_RECORD", raising=False)
+    pkg = base / "01_autograd" / "autograd"
+    for p in (base / "solutions" / "autograd").glob("*.py"):  # the learner wrote every exercise
+        shutil.copy2(p, pkg / p.name)
+
+    def t(ex, outcome="passed", message=""):
+        return TestResult(nodeid=f"01_autograd/tests/test_x.py::test_{ex.replace('.', '_')}", exercise=ex,
+                          outcome=outcome, message=message)
+
+    progress.record([t("1.1"), t("1.2"), t("1.3"), t("1.4", "failed", "AssertionError: the product's shape")])
+    states = {r.exercise.id: r for r in progress.status() if r.stage.number == "01"}
+    assert [states[e].state for e in ("1.1", "1.2", "1.3")] == ["done"] * 3
+    # edit inside 1.3's code only
+    path = next(p for p in pkg.glob("*.py") if "BEGIN SOLUTION 1.3" in p.read_text())
+    text = path.read_text()
+    path.write_text(re.sub(r"(\n([ \t]*)# BEGIN SOLUTION 1\.3\n)", r"\1\2# an edit\n", text, count=1))
+    states = {r.exercise.id: r for r in progress.status() if r.stage.number == "01"}
+    assert states["1.1"].state == "done" and states["1.2"].state == "done", states["1.2"]
+    assert states["1.3"].state == "started" and states["1.3"].recorded_done
+    assert "1.3" not in states["1.4"].blocked_by and states["1.4"].blocked_by == [], states["1.4"]
+
+
+def test_the_picker_prefers_a_rule_and_names_the_exercise_whose_code_failed(tmp_path, monkeypatch):
+    """Of two failing tests, the one whose message states a rule is shown, not a bare
+    comparison; a failure raised inside code of an exercise that is done says so."""
+    import shutil
+
+    from course import feedback, manifest
+    from course.results import TestResult
+    from tests.helpers import small_course
+
+    bare = TestResult("a.py::test_determinism", exercise="3.9", outcome="failed",
+                      message="AssertionError: assert 7.96 > 8.0")
+    rule = TestResult("a.py::test_eot", exercise="3.9", outcome="failed",
+                      message="AssertionError: bits per byte count the bytes of text, not end-of-text marks")
+    assert feedback.pick_failure([bare, rule], "3.9") is rule
+    assert feedback.states_a_rule(rule.message) and not feedback.states_a_rule(bare.message)
+
+    base = small_course(tmp_path / "c")
+    monkeypatch.setenv("COURSE_ROOT", str(base))
+    pkg = base / "01_autograd" / "autograd"
+    for p in (base / "solutions" / "autograd").glob("*.py"):
+        shutil.copy2(p, pkg / p.name)
+    path = next(p for p in sorted(pkg.glob("*.py")) if "BEGIN SOLUTION 1.1" in p.read_text())
+    line = next(i for i, ln in enumerate(path.read_text().splitlines(), 1) if "BEGIN SOLUTION 1.1" in ln) + 1
+    st = manifest.stage("01")
+    failed = TestResult("01_autograd/tests/t.py::test_matmul_grad", exercise="1.4", outcome="failed",
+                        message=f"01_autograd/autograd/{path.name}:{line}: ValueError: shapes differ")
+    lines, _ = feedback.check_lines(st, [failed], [], only="1.4", known={e.id: "done" for e in st.exercises})
+    text = " ".join(" ".join(lines).split())
+    assert "1.4's test failed in code of 1.1: test_matmul_grad:" in text, lines
+    assert "blocked by" not in text, lines
