@@ -1,7 +1,7 @@
 # GENERATED from solutions/train/optim.py by `course stubs --write`: fill in the bodies that raise NotImplementedError.
 # The lesson is 03_training_loop/03_training_loop.ipynb. Exercises in this file (line of each hole, then the commands):
 #   3.1 SGD with momentum: line 41; `course check 3.1`, `course hint 3.1`
-#   3.2 AdamW: line 78; `course check 3.2`, `course hint 3.2`
+#   3.2 AdamW: line 80; `course check 3.2`, `course hint 3.2`
 """Optimisers on the stage-01 engine, as `torch.optim` does them: SGD with momentum, AdamW."""
 
 from __future__ import annotations
@@ -71,7 +71,9 @@ class AdamW(PlainSGD):
         of `torch.optim.AdamW` (amsgrad off). Decoupled decay: the weights shrink by the factor
         1 - lr * weight_decay, and the decay never enters m or v. m and v are running means of
         g and g² with rates beta1, beta2, stored uncorrected; the step divides each by its
-        bias correction 1 - beta**t, and eps is added to the root of v's. The bias corrections make the first step move every weight by about lr, whatever the
+        bias correction 1 - beta**t, and eps is added to the root of v's. The decay comes
+        first: the Adam step is taken from the decayed weights (as torch does). The bias
+        corrections make the first step move every weight by about lr, whatever the
         gradient's scale. A parameter whose grad is None is skipped entirely (no decay either;
         its m and v unchanged). Grads are not modified; `self.lr` is read at each step.
         """
