@@ -195,5 +195,39 @@ def plot(plt, rows: list[dict]):
     return fig
 
 
+# `course check 2.4` (and `course check 02`) calls `speed_check()` once 2.4's tests pass.
+SPEED_CHECKED = "2.4"
+AIM_RATIO = 5.0  # the stage's aim: signatures from documents at >= 5x datasketch's speed (README)
+REFERENCE_RATIO = 6.9  # the reference's, README's recorded run
+SLOW_RATIO = 3.5  # below this in the quick check (the reference measures about 6 there), the aim is missed
+
+
+def signature_ratio(texts: list[str], rounds: int = 3) -> float:
+    """datasketch's time / ours, signatures of `texts` from the documents (word 5-grams,
+    num_perm=128, both single-threaded): the median over `rounds` interleaved rounds."""
+    hasher = dd.MinHasher(num_perm=NUM_PERM, seed=1, shingle="word", n=5)
+    ours = lambda: hasher.signatures(texts)  # noqa: E731
+    theirs = lambda: MinHash.bulk([[s.encode("utf-8") for s in dd.word_shingles(t, 5)] for t in texts],  # noqa: E731
+                                  num_perm=NUM_PERM)
+    t = interleaved({"ours": ours, "theirs": theirs}, repeat=rounds, warmup=1)
+    return statistics.median(b / a for a, b in zip(t["ours"].times, t["theirs"].times))
+
+
+def speed_check() -> str | None:
+    """A quick look at 2.4's speed (a second or two): signatures of a few hundred documents
+    against datasketch's, the bench's first row small. A line when below SLOW_RATIO
+    (measured twice before saying so: the machine may be busy), else None. Correctness is
+    the tests' business; this only says how far from the stage's aim the code is."""
+    texts = clean_documents(list(dd.iter_corpus(limit=60, packages=QUICK_PACKAGES[:2])))
+    ratio = signature_ratio(texts)
+    if ratio < SLOW_RATIO:
+        ratio = max(ratio, signature_ratio(texts))
+    if ratio >= SLOW_RATIO:
+        return None
+    return (f"2.4 is correct but slower than the stage aims: your signatures run at {ratio:.2f}x datasketch's "
+            f"speed on the quick check; the aim is {AIM_RATIO:g}x (the reference: about {REFERENCE_RATIO:g}x). "
+            f"See bench.py (`python 02_data_dedup/bench.py --quick`)")
+
+
 if __name__ == "__main__":
     main()
