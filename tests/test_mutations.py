@@ -1037,6 +1037,21 @@ MUTATIONS = (
     M("07-admission-release-twice", "server",
       "            if ticket.released:\n                return\n", "",
       ("tests/test_server_admission.py::test_admit_until_the_queue_is_full_then_503",)),
+    # issue 33: release without the lock (the engine thread and the event loop both release)
+    M("07-admission-release-without-the-lock", "server",
+      "        with self._lock:\n            if ticket.released:\n                return\n"
+      "            ticket.released = True\n            self.reserved_blocks -= ticket.blocks\n"
+      "            self.reserved_tokens -= ticket.tokens\n",
+      "        if ticket.released:\n            return\n"
+      "        ticket.released = True\n        self.reserved_blocks -= ticket.blocks\n"
+      "        self.reserved_tokens -= ticket.tokens\n",
+      ("tests/test_server_admission.py::test_release_is_atomic_under_the_admission_lock",)),
+    M("07-admission-release-checks-outside-the-lock", "server",
+      "        with self._lock:\n            if ticket.released:\n                return\n"
+      "            ticket.released = True\n            self.reserved_blocks -= ticket.blocks\n",
+      "        if ticket.released:\n            return\n        ticket.released = True\n"
+      "        with self._lock:\n            self.reserved_blocks -= ticket.blocks\n",
+      ("tests/test_server_admission.py::test_release_is_atomic_under_the_admission_lock",)),
     M("07-deadline-exactly-at-is-late", "server",
       "and not request.output and age > first_token_s:", "and not request.output and age >= first_token_s:",
       ("tests/test_server_deadlines.py::test_deadline_reason",)),

@@ -87,6 +87,91 @@ def test_admit_checks_never_fits_then_draining_then_overload():
     assert (a.reserved_blocks, a.reserved_tokens) == (0, 0)
 
 
+class _WatchedLock:
+    """Stands in for AdmissionControl._lock: the real lock, and an event set whenever a
+    thread other than the first holder starts to wait for it."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self.contended = threading.Event()
+
+    def acquire(self, blocking=True, timeout=-1):
+        if self._lock.locked():
+            self.contended.set()
+        return self._lock.acquire(blocking, timeout)
+
+    def release(self):
+        self._lock.release()
+
+    def locked(self):
+        return self._lock.locked()
+
+    __enter__ = acquire
+
+    def __exit__(self, *exc):
+        self.release()
+
+
+class _SlowTicket(srv.Ticket):
+    """A Ticket whose `released` flag, when read, waits until a second releaser has either read
+    it too (no lock: both see False) or is waiting for the lock (the lock serialises them):
+    the interleaving that makes an unlocked release hand one reservation back twice,
+    forced every time, whatever the machine's speed. The timeout only ends a broken run."""
+
+    def __init__(self, blocks, tokens, lock):
+        super().__init__(blocks, tokens)
+        self._watch, self._arrived, self._cond = lock, 0, threading.Condition()
+
+    @property
+    def released(self):
+        value = self._flag
+        if "_cond" in self.__dict__:
+            with self._cond:
+                self._arrived += 1
+                self._cond.notify_all()
+                deadline = time.monotonic() + 30.0
+                while (self._arrived < 2 and not self._watch.contended.is_set()
+                       and time.monotonic() < deadline):
+                    self._cond.wait(0.002)
+        return value
+
+    @released.setter
+    def released(self, value):
+        self._flag = value
+
+
+def test_release_is_atomic_under_the_admission_lock():
+    """Two threads hand back the same ticket at once (the engine finishing a request while its
+    client leaves): it is handed back once. Both releasers are held inside the read of
+    `ticket.released` until the other arrives, so without `self._lock` around the check and
+    the update both see False and subtract twice."""
+    a = srv.AdmissionControl(num_blocks=100, block_size=1, max_queue_tokens=0)
+    a._lock = lock = _WatchedLock()
+    keep = a.admit(3, 2)
+    t = a.admit(4, 6)
+    slow = _SlowTicket(t.blocks, t.tokens, lock)
+    errors = []
+
+    def release():
+        try:
+            a.release(slow)
+        except BaseException as e:  # re-raised in the test's thread
+            errors.append(e)
+
+    threads = [threading.Thread(target=release) for _ in range(2)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(60)
+    if errors:
+        raise errors[0]
+    assert (a.reserved_blocks, a.reserved_tokens) == (keep.blocks, keep.tokens), (
+        f"two threads released one ticket of {t.blocks} blocks at once and the reservations fell to "
+        f"{a.reserved_blocks} blocks, {a.reserved_tokens} tokens (expected {keep.blocks}, {keep.tokens}): release "
+        f"must check `released` and subtract under self._lock (the event loop and the engine thread both "
+        f"release), or both see it unreleased and hand it back twice")
+
+
 def test_admit_reserves_the_worst_case_of_every_choice():
     a = srv.AdmissionControl(num_blocks=100, block_size=16, max_queue_tokens=0)
     t = a.admit(40, 30, n=3)  # 2 full prompt blocks shared; each choice owns blocks_needed(70) - 2 = 3
