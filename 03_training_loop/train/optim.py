@@ -1,7 +1,7 @@
 # GENERATED from solutions/train/optim.py by `course stubs --write`: fill in the bodies that raise NotImplementedError.
 # The lesson is 03_training_loop/03_training_loop.ipynb. Exercises in this file (line of each hole, then the commands):
-#   3.1 SGD with momentum: line 41; `course check 3.1`, `course hint 3.1`
-#   3.2 AdamW: line 80; `course check 3.2`, `course hint 3.2`
+#   3.1 SGD with momentum: line 39; `course check 3.1`, `course hint 3.1`
+#   3.2 AdamW: line 78; `course check 3.2`, `course hint 3.2`
 """Optimisers on the stage-01 engine, as `torch.optim` does them: SGD with momentum, AdamW."""
 
 from __future__ import annotations
@@ -31,11 +31,9 @@ class SGD(PlainSGD):
         self.velocity = [np.zeros_like(p.data) for p in self.params]
 
     def step(self) -> None:
-        """One in-place update of each parameter with a gradient; `torch.optim.SGD`'s, to 1e-10.
-
-        The update of `torch.optim.SGD(params, lr, momentum, weight_decay=weight_decay)`
-        (dampening 0, no Nesterov): L2 decay, that is the decay enters through the gradient;
-        one velocity per parameter in `self.velocity`, zeros at first, carried from step to step.
+        """One in-place update of each parameter with a gradient, `torch.optim.SGD`'s (dampening
+        0, no Nesterov; L2 decay: it enters through the gradient) to 1e-10; one velocity per
+        parameter in `self.velocity`, zeros at first, carried from step to step.
         Skips a parameter whose grad is None (data, velocity unchanged); grads stay unmodified.
         """
         raise NotImplementedError('Exercise 3.1: SGD with momentum — see 03_training_loop.ipynb')

@@ -1,6 +1,6 @@
 # GENERATED from solutions/profiling/cost.py by `course stubs --write`: fill in the bodies that raise NotImplementedError.
 # The lesson is 08_profiling/08_profiling.ipynb. Exercises in this file (line of each hole, then the commands):
-#   8.5 The roofline: FLOPs, bytes, regime: line 41; `course check 8.5`, `course hint 8.5`
+#   8.5 The roofline: FLOPs, bytes, regime: line 37; `course check 8.5`, `course hint 8.5`
 """FLOPs and bytes of one model step, from the model's shapes (8.5, the roofline's x-axis)."""
 
 from __future__ import annotations
@@ -19,14 +19,10 @@ def step_cost(config: GPTConfig, *, batch: int, new_tokens: int, context: int, d
     matmul + attention, bytes = weights + kv_read + kv_write, detail = exactly these five
     keys, as floats):
       "matmul": every Linear of every block (qkv C->3C, projection C->C, MLP C->4C->C) and
-                the tied head (logits at every new position), on the N new tokens — what
-                torch's FlopCounterMode counts for the same call;
-      "attention": per layer Q·Kᵀ and P·V over all heads (heads × head size = C), each new
-                token against its L keys;
-      "weights": every parameter (`weight_count`) read once, except the position table wpe,
-                of which only the looked-up rows are read;
-      "kv_read": per layer the K and V the call reads: every key of every row, once per ROW
-                (not once per new token);
+                the tied head, on the N new tokens (torch's FlopCounterMode's count);
+      "attention": per layer Q·Kᵀ and P·V, all heads (H·D = C), each new token x L keys;
+      "weights": every parameter (`weight_count`) read once; of wpe only the looked-up rows;
+      "kv_read": per layer every key and value of every ROW, once (not once per new token);
       "kv_write": per layer the new tokens' K and V;
     bytes = values × dtype_bytes. Not counted: LayerNorm, GELU, softmax, biases, adds, activations.
     Raises ValueError: ints batch, new_tokens, dtype_bytes >= 1 and context >= 0, and

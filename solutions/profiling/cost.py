@@ -16,14 +16,10 @@ def step_cost(config: GPTConfig, *, batch: int, new_tokens: int, context: int, d
     matmul + attention, bytes = weights + kv_read + kv_write, detail = exactly these five
     keys, as floats):
       "matmul": every Linear of every block (qkv C->3C, projection C->C, MLP C->4C->C) and
-                the tied head (logits at every new position), on the N new tokens — what
-                torch's FlopCounterMode counts for the same call;
-      "attention": per layer Q·Kᵀ and P·V over all heads (heads × head size = C), each new
-                token against its L keys;
-      "weights": every parameter (`weight_count`) read once, except the position table wpe,
-                of which only the looked-up rows are read;
-      "kv_read": per layer the K and V the call reads: every key of every row, once per ROW
-                (not once per new token);
+                the tied head, on the N new tokens (torch's FlopCounterMode's count);
+      "attention": per layer Q·Kᵀ and P·V, all heads (H·D = C), each new token x L keys;
+      "weights": every parameter (`weight_count`) read once; of wpe only the looked-up rows;
+      "kv_read": per layer every key and value of every ROW, once (not once per new token);
       "kv_write": per layer the new tokens' K and V;
     bytes = values × dtype_bytes. Not counted: LayerNorm, GELU, softmax, biases, adds, activations.
     Raises ValueError: ints batch, new_tokens, dtype_bytes >= 1 and context >= 0, and

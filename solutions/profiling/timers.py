@@ -18,18 +18,13 @@ def time_fn(fn: Callable[[], object], *, warmup: int = 2, repeat: int = 7, numbe
     `repeat` runs, in run order; `median`: their median; `warmup`: as given; `synchronized`:
     True when `sync` is given or `device` is cuda / mps).
 
-    The `warmup` untimed calls of fn come before every timed run, each waited for before
-    anything else happens; a run is exactly `number` calls of fn between two `clock()`
-    reads, its time their difference / `number`. What a run is charged: all the work its
-    own calls queued (on a GPU a call returns before its work is done), and none of the
-    work queued before it (by a warm-up call, an earlier run, or anyone before time_fn was
-    called). `sync()` (default `synchronize(device)`) is the only way to wait for queued
-    work. Each warm-up call is waited for once, and each run waits for itself, at both of
-    its ends, whatever ran before it (it cannot know what else queued work since: another
-    thread, a callback): two waits per run, one per warm-up call, no others (the tests
-    count them). Only `clock` is read (tests pass a fake clock that moves only when queued
-    work completes).
-    warmup=0 times the very first call.
+    `warmup` untimed calls of fn come first (warmup=0 times the very first call); a run is
+    exactly `number` calls between two `clock()` reads, its time their difference / `number`.
+    A run is charged all the work its own calls queued (a GPU call returns before its work
+    is done) and none queued before it (by a warm-up call, an earlier run, anyone). `sync()`
+    (default `synchronize(device)`) is the only wait: once per warm-up call, and twice per
+    run, each run waiting for itself whatever ran before it; nothing else is called (the
+    tests count). Only `clock` is read (tests pass a fake clock that moves when work completes).
     Raises ValueError (ints: warmup >= 0, repeat >= 1, number >= 1) and TypeError (fn not callable).
     """
     check_int("warmup", warmup, 0)

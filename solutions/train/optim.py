@@ -27,11 +27,9 @@ class SGD(PlainSGD):
         self.velocity = [np.zeros_like(p.data) for p in self.params]
 
     def step(self) -> None:
-        """One in-place update of each parameter with a gradient; `torch.optim.SGD`'s, to 1e-10.
-
-        The update of `torch.optim.SGD(params, lr, momentum, weight_decay=weight_decay)`
-        (dampening 0, no Nesterov): L2 decay, that is the decay enters through the gradient;
-        one velocity per parameter in `self.velocity`, zeros at first, carried from step to step.
+        """One in-place update of each parameter with a gradient, `torch.optim.SGD`'s (dampening
+        0, no Nesterov; L2 decay: it enters through the gradient) to 1e-10; one velocity per
+        parameter in `self.velocity`, zeros at first, carried from step to step.
         Skips a parameter whose grad is None (data, velocity unchanged); grads stay unmodified.
         """
         # BEGIN SOLUTION 3.1
