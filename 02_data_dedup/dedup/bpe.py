@@ -1,7 +1,7 @@
 # GENERATED from solutions/dedup/bpe.py by `course stubs --write`: fill in the bodies that raise NotImplementedError.
 # The lesson is 02_data_dedup/02_data_dedup.ipynb. Exercises in this file (line of each hole, then the commands):
-#   2.11 BPE encoding: merges by rank, special tokens whole: lines 36, 72, 76; `course check 2.11`, `course hint 2.11`
-#   2.12 Decoding any id sequence: line 87; `course check 2.12`, `course hint 2.12`
+#   2.11 BPE encoding: merges by rank, special tokens whole: lines 37, 73, 77; `course check 2.11`, `course hint 2.11`
+#   2.12 Decoding any id sequence: line 88; `course check 2.12`, `course hint 2.12`
 """Byte-level BPE encoding and decoding (exercises 2.11, 2.12): text -> token ids -> text.
 
 Sennrich et al. 2016 ("Neural Machine Translation of Rare Words with Subword Units") learn
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import heapq
 import re
+from functools import lru_cache
 from typing import Iterable, Sequence
 
 from solutions.checks import is_int
@@ -153,7 +154,8 @@ class ByteLevelBPE:
                 f"special_tokens={len(self.special_ids)}, pretokenizer={self.pretokenizer!r})")
 
 
-def _unencodable_pattern(missing: Sequence[int]) -> re.Pattern:
+@lru_cache(maxsize=16)
+def _unencodable_pattern(missing: tuple[int, ...]) -> re.Pattern:
     """A regex matching every character whose UTF-8 encoding holds one of the bytes
     `missing`, and every lone surrogate (no UTF-8 holds one)."""
     missing = set(missing)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import heapq
 import re
+from functools import lru_cache
 from typing import Iterable, Sequence
 
 from solutions.checks import is_int
@@ -237,7 +238,8 @@ class ByteLevelBPE:
                 f"special_tokens={len(self.special_ids)}, pretokenizer={self.pretokenizer!r})")
 
 
-def _unencodable_pattern(missing: Sequence[int]) -> re.Pattern:
+@lru_cache(maxsize=16)
+def _unencodable_pattern(missing: tuple[int, ...]) -> re.Pattern:
     """A regex matching every character whose UTF-8 encoding holds one of the bytes
     `missing`, and every lone surrogate (no UTF-8 holds one)."""
     missing = set(missing)
