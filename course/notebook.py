@@ -177,7 +177,18 @@ def check(ex_id: str, timeout: int = 60) -> None:
             else:
                 os.environ[k] = v
     print(summary_line(ex, rc, out.getvalue(), err.getvalue()))
+    speed = [ln.strip() for ln in out.getvalue().splitlines() if ln.startswith(" ⏱ ") or ln.startswith("     ")
+             and speed_started(out.getvalue(), ln)]
+    if speed:  # the stage's quick speed check spoke: its whole line too
+        print(" ".join(speed))
     return None
+
+
+def speed_started(text: str, line: str) -> bool:
+    """Is `line` a continuation of the speed check's line (it comes after a ` ⏱ ` line)?"""
+    lines = text.splitlines()
+    at = next((i for i, ln in enumerate(lines) if ln.startswith(" ⏱ ")), None)
+    return at is not None and line in lines[at + 1:]
 
 
 def summary_line(ex: manifest.Exercise, rc: int, stdout: str, stderr: str = "") -> str:

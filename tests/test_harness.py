@@ -265,3 +265,19 @@ def test_limits_scale_with_the_machine_and_a_timeout_names_its_limit(tmp_path, m
         assert "past its limit of 1 s (--timeout 1 x 1 for this machine" in r.message, r.message
         assert "raise it with --timeout 2" in r.message and ".py:" not in r.message, r.message
         assert feedback.failure_message(None) is None
+
+
+def test_every_exercise_marker_is_a_string_literal():
+    """`course check N.M` imports only the test files that mention `exercise("N.M")`
+    (course.cli.exercise_test_files): that holds while every marker names its id literally."""
+    from tests.helpers import ROOT
+
+    bad = []
+    for path in sorted(ROOT.glob("[0-9][0-9]_*/tests/**/*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "exercise"
+                    and isinstance(node.func.value, ast.Attribute) and node.func.value.attr == "mark"):
+                if not (node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
+                    bad.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert not bad, f"exercise markers that are not a string literal: {bad}"
