@@ -329,6 +329,58 @@ MUTATIONS = (
     M("02-all-malformed-input-replaces-the-outputs", "dedup",
       'if report["malformed"] == report["input_lines"]:', "if False:",
       ("tests/test_dedup_safety.py::test_an_input_without_one_record_is_refused_and_the_outputs_kept",)),
+    # issue 29: the tokenizer (2.9-2.13): the byte map's non-printable 127..160, merges by
+    # frequency or by order of appearance instead of rank, special tokens split, decoding that
+    # raises on invalid UTF-8 or decodes token by token, the digit split missed, ties to the
+    # smallest pair, counts not weighted by the pieces' counts
+    M("02-bpe-bytes-127-to-160-kept-as-printable", "dedup",
+      'keep = set(range(ord("!"), ord("~") + 1)) | set(range(ord("¡"), ord("¬") + 1)) | set(\n'
+      '        range(ord("®"), ord("ÿ") + 1))',
+      'keep = set(range(ord("!"), ord("ÿ") + 1)) - {173}',
+      ("tests/test_bpe_bytes.py::test_bytes_127_to_160_are_not_printable",)),
+    M("02-bpe-merges-by-frequency", "dedup",
+      "    n = len(ids)\n    if n < 2:\n        return list(ids)\n    if n == 2:",
+      "    sym = list(ids)\n    while True:\n        pairs = [p for p in zip(sym, sym[1:]) if p in ranks]\n"
+      "        if not pairs:\n            return sym\n        best = max(pairs, key=pairs.count)\n"
+      "        i = list(zip(sym, sym[1:])).index(best)\n        sym[i:i + 2] = [ranks[best][1]]\n"
+      "    n = len(ids)\n    if n < 2:\n        return list(ids)\n    if n == 2:",
+      ("tests/test_bpe_encode.py::test_merges_go_by_rank_not_by_frequency",)),
+    M("02-bpe-merges-in-order-of-appearance", "dedup",
+      "    n = len(ids)\n    if n < 2:\n        return list(ids)\n    if n == 2:",
+      "    sym = list(ids)\n    while True:\n        pairs = [p for p in zip(sym, sym[1:]) if p in ranks]\n"
+      "        if not pairs:\n            return sym\n        best = pairs[0]\n"
+      "        i = list(zip(sym, sym[1:])).index(best)\n        sym[i:i + 2] = [ranks[best][1]]\n"
+      "    n = len(ids)\n    if n < 2:\n        return list(ids)\n    if n == 2:",
+      ("tests/test_bpe_encode.py::test_merges_go_by_rank_not_by_position",)),
+    M("02-bpe-special-tokens-split", "dedup",
+      "        if self.special_pattern is not None:\n            for m in self.special_pattern.finditer(text):",
+      "        if False:\n            for m in self.special_pattern.finditer(text):",
+      ("tests/test_bpe_encode.py::test_special_tokens_are_kept_whole",)),
+    M("02-bpe-decode-raises-on-invalid-utf8", "dedup",
+      'return b"".join(parts).decode("utf-8", errors="replace")',
+      'return b"".join(parts).decode("utf-8")',
+      ("tests/test_bpe_bytes.py::test_decode_replaces_invalid_utf8_never_raises",)),
+    M("02-bpe-decode-token-by-token", "dedup",
+      'return b"".join(parts).decode("utf-8", errors="replace")',
+      'return "".join(p.decode("utf-8", errors="replace") for p in parts)',
+      ("tests/test_bpe_bytes.py::test_decode_joins_bytes_before_utf8",)),
+    M("02-bpe-digit-split-missed", "dedup",
+      '    if scheme == "gpt2":\n        return rf"',
+      '    if True:\n        return rf"',
+      ("tests/test_bpe_bytes.py::test_smollm_splits_every_digit",)),
+    M("02-bpe-smollm-spaces-before-a-digit-split", "dedup",
+      "{S}+(?={S}|{N}|\\Z)|{S}+",
+      "{S}+(?={S}|\\Z)|{S}+",
+      ("tests/test_bpe_bytes.py::test_smollm_splits_every_digit",)),
+    M("02-bpe-train-ties-to-the-smallest-pair", "dedup",
+      "    heap = [(-c, _desc(p[0]), _desc(p[1]), p) for p, c in counts.items()]",
+      "    heap = [(-c, p[0], p[1], p) for p, c in counts.items()]",
+      ("tests/test_bpe_train.py::test_ties_go_to_the_greatest_pair",),
+      more=(("heapq.heappush(heap, (-c, _desc(p[0]), _desc(p[1]), p))", "heapq.heappush(heap, (-c, p[0], p[1], p))"),)),
+    M("02-bpe-train-counts-not-weighted", "dedup",
+      "            counts[pair] = counts.get(pair, 0) + n\n",
+      "            counts[pair] = counts.get(pair, 0) + 1\n",
+      ("tests/test_bpe_train.py::test_counts_are_weighted_and_overlapping",)),
     # ------------------------------------------------------------------ stage 03
     M("03-ddp-sync-on-the-first-micro-batch", "train",
       "with grad_sync(model, enabled=i == n - 1):",

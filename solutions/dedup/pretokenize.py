@@ -58,7 +58,7 @@ def split_pattern(c: CharClasses, scheme: str = "gpt2") -> str:
     # HINT: Wrap each fragment in (?:...) before a `+`. The seven gpt2 alternatives, joined
     #   with `|`, in the docstring's order: `'s|'t|'re|'ve|'m|'ll|'d`, then ` ?` + letters, ...
     # HINT: `(?!\S)` means "followed by a space or by the end of the text": with the
-    #   fragments, `(?=(?:SPACE)|\Z)` (`\Z`, not `$`, which also matches before a final "\n").
+    #   fragments, `(?=(?:SPACE)|\Z)`.
     # HINT: smollm: one number alone (no ` ?`, no `+`), and a run of spaces may also stop
     #   before a number: `(?=SPACE|NUMBER|\Z)`. Check `"x  1"` -> `["x", "  ", "1"]`.
     L, N, S, O = (f"(?:{x})" for x in c)
