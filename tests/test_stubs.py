@@ -68,7 +68,7 @@ def test_stub_files_are_exercise_first(st: manifest.Stage):
         if len(lines) > MAX_STUB_LINES:
             problems.append(f"{rel}: {len(lines)} lines (at most {MAX_STUB_LINES})")
         holes = [(n, m[1]) for n, line in enumerate(lines, 1)
-                 if (m := re.search(r"raise NotImplementedError\('Exercise (\d+\.\d+):", line))]
+                 if (m := re.search(r"raise NotImplementedError\(['\"]Exercise (\d+\.\d+):", line))]
         if not holes:
             assert "Nothing to write here" in "\n".join(lines[:3]), f"{rel}: a given file must say so"
             continue
