@@ -164,7 +164,8 @@ def run_tests(paths: list[str | Path], impl: str, *, root: Path, timeout: float 
     and time-outs per test. `env` is the child's whole environment (None: inherit).
     `cache_bytecode`: let the child write bytecode, pytest's rewritten test modules among it
     (`course check` on the learner's own copy: rewriting a stage's tests costs seconds each
-    run); off for grading, whose child runs with -B in a fresh workspace."""
+    run) and format failures as one line (seconds for a stub's many tracebacks); off for
+    grading, whose child runs with -B in a fresh workspace."""
     run = Run()
     slow = machine_slowdown()
     collect_timeout = collect_timeout if collect_timeout is not None else max(120.0, 2 * timeout + 60) * slow.factor
@@ -229,8 +230,9 @@ def _one_process(run: Run, paths, impl, *, root, timeout, sandbox, env, hidden, 
     cmd += extra
     child_env = dict(os.environ) if env is None else dict(env)
     child_env.update(COURSE_IMPL=impl, COURSE_ROOT=str(root), COURSE_DERANDOMIZE="1")  # same code, same grade
-    if cache_bytecode:
-        child_env.pop("PYTHONDONTWRITEBYTECODE", None)
+    if cache_bytecode:  # course check: nobody reads the child's tracebacks (the events carry
+        child_env.pop("PYTHONDONTWRITEBYTECODE", None)  # each failure's line), so format one line each
+        cmd.append("--tb=line")
     kw = sandbox.popen_kwargs() if sandbox is not None else {"start_new_session": True}
     with open(log_path, "wb") as log:
         try:
