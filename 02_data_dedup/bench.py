@@ -1,6 +1,8 @@
-"""Stage 02 benchmark: this MinHash and LSH against datasketch, and the whole pipeline.
+"""Stage 02 benchmark: this MinHash and LSH against datasketch, the whole pipeline, and the
+tokenizer against Hugging Face `tokenizers`.
 
-    python 02_data_dedup/bench.py [--quick] [--json FILE] [--plot FILE]
+    python 02_data_dedup/bench.py [--quick] [--part all|dedup|tokenizer] [--impl student|solution]
+                                  [--json FILE] [--plot FILE]
 
 On the same documents (the standard-library corpus after normalisation, quality filters
 and exact dedup; a subset with --quick) and the same shingles (word 5-grams), in one run:
@@ -17,13 +19,24 @@ and exact dedup; a subset with --quick) and the same shingles (word 5-grams), in
    signatures at once vs `MinHashLSH` insert + query of every document.
 4. The whole pipeline (`run_pipeline`, JSONL in, splits out) in documents per second.
 
+5. The tokenizer (`--part tokenizer`): SmolLM2's vocabulary (read from the installed GGUF
+   file) encoding documents of the corpus, `ByteLevelBPE.encode` against `tokenizers`'
+   `Tokenizer.encode` built from the same metadata with SmolLM2's pre-tokenizer (Digits +
+   ByteLevel), one document at a time, one thread (`RAYON_NUM_THREADS=1`); ours with an
+   empty piece cache each run (a fresh tokenizer on new text) and with the cache the run
+   before left (a long-running server); the ratio is tokenizers' time / ours (below 1:
+   ours is slower). Both give the same ids, checked on the same documents.
+
 Timings interleave the implementations (one run of each in turn) and keep medians; CPU
 work is single-threaded on both sides (NumPy element-wise loops and datasketch's Python
-loop use one core). The implementation measured is `course.load("dedup")`: the learner's,
-or the reference with COURSE_IMPL=solution.
+loop use one core). The implementation measured is the stage package `--impl` names
+(default `COURSE_IMPL`, else the learner's own: in a learner's release, yours).
 """
 
-from __future__ import annotations
+import os
+
+os.environ.setdefault("RAYON_NUM_THREADS", "1")  # tokenizers' thread pool: one thread, as ours
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import statistics
 import tempfile
@@ -35,9 +48,10 @@ from datasketch import MinHash, MinHashLSH
 from datasketch.lean_minhash import LeanMinHash
 
 import course
+from course.bench_impl import add_impl_argument, load_impl, run_bench
 from course.benchmark import Report, Timing, bench_args
 
-dd = course.load("dedup")
+dd = None  # the package measured: `load_impl` in main(), after the arguments (so --help always works)
 NUM_PERM = 128
 QUICK_PACKAGES = ["encodings", "email", "json", "asyncio", "importlib", "pydoc_data"]
 
@@ -89,9 +103,28 @@ def accuracy_pairs(texts_sets: list[set], ours: np.ndarray, theirs: np.ndarray) 
     }
 
 
+def arguments(p) -> None:
+    add_impl_argument(p)
+    p.add_argument("--part", choices=("all", "dedup", "tokenizer"), default="all",
+                   help="what to measure: MinHash/LSH/pipeline (dedup), the tokenizer, or both (all)")
+
+
 def main() -> None:
-    args = bench_args("Stage 02: MinHash + LSH vs datasketch, and the dedup pipeline")
-    rep = Report("02_data_dedup", args, title="MinHash / LSH vs datasketch, pipeline throughput")
+    global dd
+    args = bench_args("Stage 02: MinHash + LSH vs datasketch, the dedup pipeline, BPE vs tokenizers",
+                      extra=arguments)
+    dd = load_impl(args, "dedup")
+    rep = Report("02_data_dedup", args, title="MinHash / LSH vs datasketch, pipeline, tokenizer")
+    ratios: dict[str, float] = {}
+    if args.part in ("all", "dedup"):
+        bench_dedup(args, rep, ratios)
+    if args.part in ("all", "tokenizer"):
+        bench_tokenizer(args, rep, ratios)
+    rep.finish(plot=lambda plt: plot(plt, rep.rows))
+    print("\nratios (peer time / ours): " + ", ".join(f"{k} {v:.2f}x" for k, v in ratios.items()))
+
+
+def bench_dedup(args, rep: Report, ratios: dict) -> None:
     heavy_repeat, heavy_warmup = min(args.repeat, 3), min(args.warmup, 1)
     print(f"implementation: {course.current_impl()}; NumPy and datasketch single-threaded; "
           f"num_perm={NUM_PERM}, word 5-gram shingles")
@@ -118,7 +151,6 @@ def main() -> None:
         "ours: shingle hashes": lambda: hasher.signatures(keys),
         "datasketch: bulk, identity hash": lambda: MinHash.bulk(key_lists, num_perm=NUM_PERM, hashfunc=int),
     }, repeat=heavy_repeat, warmup=heavy_warmup)
-    ratios = {}
     for ours, theirs in [("ours: documents", "datasketch: word_shingles + bulk"),
                          ("ours: shingle strings", "datasketch: bulk (SHA-1 each)"),
                          ("ours: shingle hashes", "datasketch: bulk, identity hash")]:
@@ -178,13 +210,70 @@ def main() -> None:
         rep.add(f"pipeline, {n_lines} documents ({size_mb:.1f} MB JSONL)", seconds=t["pipeline"],
                 docs_per_s=n_lines / t["pipeline"].median, MB_per_s=size_mb / t["pipeline"].median,
                 spread=t["pipeline"].spread)
-    rep.finish(plot=lambda plt: plot(plt, rep.rows))
-    print("\nratios (datasketch time / ours): " + ", ".join(f"{k} {v:.1f}x" for k, v in ratios.items()))
+
+
+def bench_tokenizer(args, rep: Report, ratios: dict) -> None:
+    """SmolLM2's vocabulary: our encode against tokenizers' on the same documents."""
+    try:
+        from tokenizers import AddedToken, Tokenizer, models, pre_tokenizers
+    except ImportError:
+        print("skipped: the tokenizer rows need Hugging Face tokenizers (pip install tokenizers)")
+        return
+    meta = dd.read_gguf_tokenizer(dd.smollm2_gguf())
+    special = [t for t, k in zip(meta["tokens"], meta["token_type"]) if k == 3]
+    hf = Tokenizer(models.BPE({t: i for i, t in enumerate(meta["tokens"])},
+                              [tuple(m.split(" ")) for m in meta["merges"]]))
+    hf.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True),
+                                                pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)])
+    hf.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in special])
+    packages = ["json", "email", "http", "pydoc_data"] if args.quick else ["json", "email", "asyncio", "http",
+                                                                          "logging", "unittest", "pydoc_data"]
+    docs = [r["text"] for r in dd.iter_corpus(packages=packages)]
+    n_bytes = sum(len(d.encode("utf-8")) for d in docs)
+    tok = dd.ByteLevelBPE(meta["tokens"], meta["merges"], special, pretokenizer="smollm")
+    ours_ids = [tok.encode(d) for d in docs]
+    same = ours_ids == [hf.encode(d, add_special_tokens=False).ids for d in docs]
+    n_tokens = sum(map(len, ours_ids))
+    print(f"tokenizer: SmolLM2's vocabulary ({tok.vocab_size} tokens, {len(meta['merges'])} merges), "
+          f"{len(docs)} documents of {packages}, {n_bytes / 1e6:.1f} MB, {n_tokens} tokens; same ids: {same}")
+
+    def cold():
+        tok.cache.clear()
+        for d in docs:
+            tok.encode(d)
+
+    def warm():
+        for d in docs:
+            tok.encode(d)
+
+    def theirs():
+        for d in docs:
+            hf.encode(d, add_special_tokens=False)
+
+    repeat, warmup = min(args.repeat, 3), min(args.warmup, 1)
+    t = interleaved({"ours, empty cache": cold, "ours, warm cache": warm, "tokenizers": theirs},
+                    repeat=repeat, warmup=warmup)
+    for name in ("ours, empty cache", "ours, warm cache", "tokenizers"):
+        x = t["tokenizers"].median / t[name].median
+        if name != "tokenizers":
+            ratios[f"encode, {name} vs tokenizers"] = x
+        rep.add(f"encode SmolLM2 ids, {name}", seconds=t[name], MB_per_s=n_bytes / t[name].median / 1e6,
+                Mtokens_per_s=n_tokens / t[name].median / 1e6, x_tokenizers=x, same_ids=same,
+                spread=t[name].spread)
 
 
 def plot(plt, rows: list[dict]):
     """The figure of `--plot` (saved by `Report.plot`): MinHash throughput, ours and datasketch's."""
     sig_rows = [r for r in rows if r["name"].startswith("signatures,") and "docs_per_s" in r]
+    if not sig_rows:  # --part tokenizer: the encode rows
+        enc = [r for r in rows if r["name"].startswith("encode")]
+        fig, ax = plt.subplots(figsize=(8, 3))
+        ax.barh([r["name"].removeprefix("encode SmolLM2 ids, ") for r in enc][::-1],
+                [r["MB_per_s"] for r in enc][::-1], color="tab:blue")
+        ax.set_xlabel("MB of text per second, one thread (more is better)")
+        ax.set_title("encoding with SmolLM2's vocabulary: ours and tokenizers'")
+        fig.tight_layout()
+        return fig
     fig, ax = plt.subplots(figsize=(8, 4))
     names = [r["name"].removeprefix("signatures, ") for r in sig_rows]
     colors = ["tab:blue" if n.startswith("ours") else "tab:gray" for n in names]
@@ -230,4 +319,4 @@ def speed_check() -> str | None:
 
 
 if __name__ == "__main__":
-    main()
+    run_bench(main)
