@@ -290,7 +290,7 @@ def test_cli_sigterm_with_a_stream_in_flight_exits_0(tmp_path):
     # Port 0: the OS picks a free port at bind time (no pick-then-bind race with other
     # processes); uvicorn logs the port it got once the server accepts connections, which is
     # the readiness signal. The output goes to a file, never to a pipe nobody reads.
-    code = ("import sys, course; sys.exit(course.load('server').main(['--port', '0', '--grace', '30', "
+    code = ("import sys, course; sys.exit(course.load('server').main(['--port', '0', '--grace', '600', "
             "'--max-batch-size', '1', '--max-queue-tokens', '4096']))")  # one row: the requests in flight run one after another
     log_path = tmp_path / "server.log"
     with open(log_path, "wb") as log_file:
@@ -302,11 +302,11 @@ def test_cli_sigterm_with_a_stream_in_flight_exits_0(tmp_path):
 
     try:
         running = re.compile(r"Uvicorn running on http://127\.0\.0\.1:(\d+)")
-        _wait_until(lambda: running.search(output()) or proc.poll() is not None, 50, "the server to come up")
+        _wait_until(lambda: running.search(output()) or proc.poll() is not None, 180, "the server to come up")
         assert proc.poll() is None, f"the server exited with {proc.returncode}: {output()[-2000:]}"
         url = f"http://127.0.0.1:{running.search(output()).group(1)}"
 
-        oai = openai.OpenAI(base_url=f"{url}/v1", api_key="x", max_retries=0, timeout=60)
+        oai = openai.OpenAI(base_url=f"{url}/v1", api_key="x", max_retries=0, timeout=300)
         stream = oai.completions.create(model=M, prompt="def f():", max_tokens=200, temperature=0, stream=True)
         it = iter(stream)
         next(it)
@@ -324,7 +324,7 @@ def test_cli_sigterm_with_a_stream_in_flight_exits_0(tmp_path):
         def health() -> dict:
             return httpx.get(f"{url}/health", timeout=30).json()  # a body with the counts, even when 503
 
-        _wait_until(lambda: health()["admitted"] >= 3 or errors, 60, "the three requests to be admitted")
+        _wait_until(lambda: health()["admitted"] >= 3 or errors, 180, "the three requests to be admitted")
         if errors:
             raise errors[0]
         proc.send_signal(signal.SIGTERM)
@@ -332,7 +332,7 @@ def test_cli_sigterm_with_a_stream_in_flight_exits_0(tmp_path):
         _wait_until(lambda: health()["status"] == "draining" or proc.poll() is not None, 30, "the drain to begin")
         late = httpx.post(f"{url}/v1/completions", json={"model": M, "prompt": "x", "max_tokens": 1}, timeout=30)
         rest = list(it)
-        [t.join(90) for t in waiters]
+        [t.join(300) for t in waiters]
         if errors:
             raise errors[0]
         course.answer("late_status", late.status_code)
@@ -344,7 +344,7 @@ def test_cli_sigterm_with_a_stream_in_flight_exits_0(tmp_path):
         assert rest[-1].choices[0].finish_reason in ("stop", "length")
         assert len(queued) == 2 and all(r.choices[0].finish_reason in ("stop", "length") for r in queued), \
             "requests admitted before the signal must be answered"
-        code = proc.wait(60)
+        code = proc.wait(300)
         course.answer("exit_code", code)
         assert code == 0, output()[-2000:]
     finally:
@@ -355,14 +355,15 @@ def test_cli_sigterm_with_a_stream_in_flight_exits_0(tmp_path):
 
 @pytest.mark.exercise("7.7")
 def test_drain_with_nothing_in_flight_returns_at_once(start, kit):
-    h = start(shutdown_grace_s=30)
+    h = start(shutdown_grace_s=600)
     t0 = time.monotonic()
-    code = h.stop(20)
+    code = h.stop(300)
     elapsed = time.monotonic() - t0
     course.answer("stop_code", code)  # jobs aborted by the drain; never the time it took
     course.answer("after_drain", {"draining": bool(h.state.admission.draining), "jobs": len(h.state.jobs)})
     assert code == 0
-    assert elapsed < 5
+    assert elapsed < 150, (f"a drain with nothing in flight took {elapsed:.0f} s of its 600 s grace: "
+                           "it must return once nothing is in flight, not wait out the grace period")
 
 
 # ---- issue 21: a list of prompts, vLLM's extras, 415 (held-out cases) --------------------------

@@ -105,7 +105,7 @@ def start(tiny_model):
             slow(engine, step_delay, gate)
         if gate is not None:
             gates.append(gate)
-        handle = srv.serve_in_thread(engine, None, srv.ServerConfig(**config), start_timeout=5.0)
+        handle = srv.serve_in_thread(engine, None, srv.ServerConfig(**config), start_timeout=60.0)  # reached only when broken (a loaded machine starts slowly)
         handles.append(handle)
         return handle
 
