@@ -1,12 +1,8 @@
 # GENERATED from solutions/dedup/bpe_train.py by `course stubs --write`: fill in the bodies that raise NotImplementedError.
 # The lesson is 02_data_dedup/02_data_dedup.ipynb. Exercises in this file (line of each hole, then the commands):
-#   2.13 Training BPE: counts, ties, merges: line 44; `course check 2.13`, `course hint 2.13`
-"""Training byte-level BPE (exercise 2.13): the merges a corpus asks for, most frequent first.
-
-Sennrich et al. 2016, on bytes as GPT-2 does, with the rules of Stanford CS336's assignment 1
-(2025): counts over pre-tokens, special tokens never merged into, and a stated tie rule, so
-that one corpus gives one vocabulary on every machine.
-"""
+#   2.13 Training BPE: counts, ties, merges: line 33; `course check 2.13`, `course hint 2.13`
+"""Training byte-level BPE (exercise 2.13): the merges a corpus asks for, most frequent first,
+with the rules of Stanford CS336's assignment 1 (2025), so one corpus gives one vocabulary."""
 
 from __future__ import annotations
 
@@ -20,13 +16,6 @@ from solutions.checks import check_int
 
 from .byte_unicode import byte_chars, bytes_to_token
 from .pretokenize import SCHEMES, pretokenize
-
-
-class BPETrainResult(NamedTuple):
-    """`tokens` (vocabulary strings, id = index) and `merges` (pairs of them, in rank
-    order): what `ByteLevelBPE(result.tokens, result.merges, special_tokens)` takes."""
-    tokens: list[str]
-    merges: list[tuple[str, str]]
 
 
 def learn_merges(pieces: dict[bytes, int], num_merges: int) -> list[tuple[bytes, bytes]]:
@@ -52,6 +41,13 @@ def _desc(b: bytes) -> tuple[int, ...]:
 
 
 # ---------------------------------------------------------------- given code
+class BPETrainResult(NamedTuple):
+    """`tokens` (vocabulary strings, id = index) and `merges` (pairs of them, in rank
+    order): what `ByteLevelBPE(result.tokens, result.merges, special_tokens)` takes."""
+    tokens: list[str]
+    merges: list[tuple[str, str]]
+
+
 def count_pieces(corpus: Iterable[str], special_tokens: Sequence[str] = (),
                  pretokenizer: str = "gpt2") -> dict[bytes, int]:
     """{UTF-8 bytes of a pre-token: how often it occurs in `corpus`} (given code).

@@ -1,9 +1,6 @@
-"""The pre-tokenizer (exercise 2.10): text cut into the pieces BPE merges inside of.
-
-BPE never merges across a piece, so a word keeps its leading space (" hello") and never
-joins its punctuation. GPT-2 (Radford et al. 2019, `encoder.py`) cuts with one regular
-expression; SmolLM2 (llama.cpp's pre-tokenizer type `smollm`) first isolates every digit.
-"""
+"""The pre-tokenizer (exercise 2.10): text cut into pieces, which BPE never merges across.
+GPT-2's regex (Radford et al. 2019, `encoder.py`); SmolLM2's (llama.cpp's `smollm`) first
+isolates every digit."""
 
 from __future__ import annotations
 
@@ -15,39 +12,23 @@ from typing import NamedTuple
 SCHEMES = ("gpt2", "smollm")
 
 
-class CharClasses(NamedTuple):
-    """Four regular-expression fragments, each matching exactly one character (given).
-
-    `letter` is \\p{L} (Unicode categories Lu Ll Lt Lm Lo), `number` \\p{N} (Nd Nl No),
-    `space` \\s as Unicode's White_Space property (what the `regex` package and Rust's
-    engines call \\s; Python's own \\s adds U+001C..U+001F), and `other` any character that
-    is none of the three. Each is safe inside `(?:...)` and may be repeated with `+`.
-    """
-    letter: str
-    number: str
-    space: str
-    other: str
-
-
 def split_pattern(c: CharClasses, scheme: str = "gpt2") -> str:
     """A pre-tokenizer as one regular expression over the fragments of `c`.
 
-    `scheme="gpt2"`: GPT-2's alternatives, tried in this order at each position, the first
-    that matches wins: the contractions 's 't 're 've 'm 'll 'd (lowercase, ASCII
-    apostrophe); an optional space (U+0020 only) and one or more letters; an optional space
-    and one or more numbers; an optional space and one or more `other` characters; a run of
-    spaces not followed by a non-space (the regex `\\s+(?!\\S)`: the run stops before its
-    last space when a word follows, so that space starts the word's piece); any run of
-    spaces. `re.findall` with it cuts `"hello  world"` into `["hello", " ", " world"]` and
-    `"x\\n\\n  y"` into `["x", "\\n\\n ", " y"]`.
+    `scheme="gpt2"`: GPT-2's alternatives, in this order (the first that matches wins): the
+    contractions 's 't 're 've 'm 'll 'd (lowercase, ASCII apostrophe); an optional space
+    (U+0020 only) and 1+ letters; an optional space and 1+ numbers; an optional space and 1+
+    `other` characters; a run of spaces not followed by a non-space (`\\s+(?!\\S)`: before a
+    word the run leaves its last space to the word); any run of spaces. `"hello  world"` ->
+    `["hello", " ", " world"]`, `"x\\n\\n  y"` -> `["x", "\\n\\n ", " y"]` (`re.findall`).
 
     `scheme="smollm"` (SmolLM2, as its `tokenizer.json` says: `Digits(individual_digits=True)`,
     then GPT-2's split on each stretch between digits): every number character is a piece of
     its own, and GPT-2's rules cut the text between them as if each digit were the end of the
     text: `"x  12"` gives `["x", "  ", "1", "2"]` where GPT-2 gives `["x", " ", " 12"]`.
 
-    Either way the pieces concatenate to the text. Returns the pattern as a string
-    (`pretokenize` compiles it). ValueError for a scheme not in `SCHEMES`.
+    The pieces concatenate to the text. Returns the pattern as a str; ValueError for a
+    scheme not in `SCHEMES`. `c` holds one-character fragments (`CharClasses`, given below).
     """
     if scheme not in SCHEMES:
         raise ValueError(f"scheme must be one of {SCHEMES}, got {scheme!r}")
@@ -80,6 +61,20 @@ def pretokenize(text: str, scheme: str = "gpt2") -> list[str]:
 
 
 # ---------------------------------------------------------------- given code
+class CharClasses(NamedTuple):
+    """Four regular-expression fragments, each matching exactly one character (given).
+
+    `letter` is \\p{L} (Unicode categories Lu Ll Lt Lm Lo), `number` \\p{N} (Nd Nl No),
+    `space` \\s as Unicode's White_Space property (what the `regex` package and Rust's
+    engines call \\s; Python's own \\s adds U+001C..U+001F), and `other` any character that
+    is none of the three. Each is safe inside `(?:...)` and may be repeated with `+`.
+    """
+    letter: str
+    number: str
+    space: str
+    other: str
+
+
 _WHITE_SPACE = (*range(0x09, 0x0E), 0x20, 0x85, 0xA0, 0x1680, *range(0x2000, 0x200B), 0x2028,
                 0x2029, 0x202F, 0x205F, 0x3000)  # Unicode's White_Space property
 _ASTRAL = "\U00010000-\U0010ffff"
