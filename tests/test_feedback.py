@@ -409,3 +409,20 @@ def test_the_picker_prefers_a_rule_and_names_the_exercise_whose_code_failed(tmp_
     text = " ".join(" ".join(lines).split())
     assert "1.4's test failed in code of 1.1: test_matmul_grad:" in text, lines
     assert "blocked by" not in text, lines
+
+
+def test_a_check_cell_line_keeps_the_whole_message():
+    """The notebook's one line joins the failure's wrapped lines (never cut mid-sentence), and
+    an exercise whose tests pass never reads "not done"."""
+    from course import feedback, manifest
+    from course.notebook import summary_line
+
+    ex = manifest.exercise("3.9")
+    message = ("AssertionError: bits per byte divide the loss by the bytes of text; end-of-text marks are "
+               "not text and must not be counted (expected 7.91, got 7.96)")
+    out = "\n".join([f" ✘ {ex.id} {ex.title:<44} failing      4.0/8",
+                     *feedback.wrap(f"2/4 tests pass. test_bpb_counts_text_bytes: {message}", max_lines=5),
+                     " points: 4/8", f"{ex.id} not done yet in 3 s. Stuck? `course hint {ex.id}`."])
+    line = summary_line(ex, 1, out)
+    assert line.endswith("(expected 7.91, got 7.96)") and "…" not in line, line
+    assert summary_line(ex, 0, out) == f"✔ {ex.id} {ex.title}: done"
