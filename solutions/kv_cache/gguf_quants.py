@@ -19,8 +19,10 @@ def dequantize_q8_0(raw: np.ndarray) -> np.ndarray:
     it is uint8 and a whole number of blocks."""
     blocks = _blocks(raw, GGML_TYPES[Q8_0][2], "Q8_0")
     # BEGIN SOLUTION 4.12
-    # DECISION: which bytes are what: split each block at byte 2, and reinterpret (view) the
-    #   pieces, the first two bytes as float16, the other 32 as signed int8, never cast them.
+    # DECISION: which bytes are what: split each block and reinterpret (view) the pieces, never
+    #   cast them (Q8_0: a float16 then 32 signed int8; Q4_1: two float16, d then the minimum m,
+    #   then 16 bytes whose LOW nibbles are elements 0..15 and HIGH nibbles 16..31, the halves
+    #   concatenated, not interleaved).
     # HINT: `blocks` is (n, 34) uint8. blocks[:, :2] viewed as np.float16 is (n, 1): d.
     # HINT: blocks[:, 2:] viewed as np.int8 is q; widen both to float32 before multiplying
     #   and flatten (n, 32) to 1-D.
@@ -40,8 +42,8 @@ def dequantize_q4_1(raw: np.ndarray) -> np.ndarray:
     is uint8 and a whole number of blocks."""
     blocks = _blocks(raw, GGML_TYPES[Q4_1][2], "Q4_1")
     # BEGIN SOLUTION 4.12
-    # DECISION: the nibble order: the low nibbles of the 16 bytes are elements 0..15 and the
-    #   high nibbles 16..31, so the two halves are concatenated, not interleaved.
+    # HINT: The nibble order: the low nibbles of the 16 bytes are elements 0..15 and the high
+    #   nibbles 16..31, so the two halves are concatenated, not interleaved.
     # HINT: Bytes 0:2 are d, 2:4 are m (view each pair as np.float16, then float32), 4:20
     #   the 16 packed bytes.
     # HINT: `qs & 0x0F` and `qs >> 4` are the two halves; np.concatenate them along the last

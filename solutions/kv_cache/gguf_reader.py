@@ -20,8 +20,10 @@ def read_value(buf: np.ndarray, pos: int, vtype: int) -> tuple[Any, int]:
     another (strings, or arrays of arrays, included), returned as a list.
     Raises ValueError naming `vtype` for a type GGUF does not define."""
     # BEGIN SOLUTION 4.11
-    # DECISION: how far each value moves the position: a scalar its struct size, a string
-    #   8 bytes of length plus its bytes, an array 4 + 8 bytes plus each item, recursively.
+    # DECISION: how far each value moves the position (a scalar its struct size, a string 8
+    #   bytes of length plus its bytes, an array 4 + 8 bytes plus each item, recursively), and
+    #   where a tensor's bytes start: the data section begins at the end of the tensor infos
+    #   rounded UP to the alignment, each offset counting from there, dims innermost first.
     # HINT: struct.unpack_from(fmt, buf, pos) reads a scalar at pos without a copy;
     #   struct.calcsize(fmt) is how far it moved.
     # HINT: A string is `<Q` (its length n) then n bytes: bytes(buf[pos:pos + n]).decode("utf-8").
@@ -70,8 +72,6 @@ def read_gguf(path: str | Path) -> "GGUFFile":
     buf = _map(path)
     try:
         # BEGIN SOLUTION 4.11
-        # DECISION: where a tensor's bytes start: the data section begins at the end of the
-        #   tensor infos rounded UP to the alignment, and each offset counts from there.
         # HINT: Read the header with one struct.unpack_from("<4sIQQ", buf, 0), then the
         #   metadata with read_string / read_value, keeping the position as you go.
         # HINT: A tensor info is a name, n_dims, the dims, the type, the offset. GGUF lists

@@ -26,8 +26,11 @@ def hf_name(gguf_name: str) -> str:
     "blk.{i}.{part}.weight" -> "model.layers.{i}.{LAYER_NAMES[part]}.weight".
     ValueError naming `gguf_name` for any other name."""
     # BEGIN SOLUTION 4.13
-    # DECISION: how a name splits: the global tensors are looked up whole, a layer's as
-    #   blk.<i>.<part>.weight, keeping the layer number i and renaming the part.
+    # DECISION: how a name splits (the global tensors looked up whole, a layer's as
+    #   blk.<i>.<part>.weight, the layer number kept); the direction of the Q/K permutation
+    #   (GGUF's row 2j + k goes back to row k * head_dim/2 + j of its head: llama.cpp's permute
+    #   inverted, not applied again); and which tensors move over how many heads (attn_q over
+    #   the query heads, attn_k over the KV heads; V, the output and the MLP stay as stored).
     # HINT: A regular expression r"blk\.(\d+)\.(\w+)\.weight" takes a layer's name apart;
     #   re.fullmatch rejects anything with extra text around it.
     if gguf_name in GLOBAL_NAMES:
@@ -55,8 +58,8 @@ def unpermute_qk(w: np.ndarray, n_heads: int) -> np.ndarray:
         raise ValueError(f"n_heads must be an int >= 1 dividing the {rows} rows into heads of even size, "
                          f"got {n_heads!r}")
     # BEGIN SOLUTION 4.13
-    # DECISION: the direction of the permutation: GGUF's row 2j + k goes back to row
-    #   k * head_dim/2 + j of its head, the inverse of llama.cpp's `permute`, not a copy of it.
+    # HINT: The direction: GGUF's row 2j + k goes back to row k * head_dim/2 + j of its head,
+    #   the inverse of llama.cpp's `permute`, not a copy of it.
     # HINT: Per head, view the rows as (head_dim/2, 2): index [j, k] is GGUF's row 2j + k.
     # HINT: w.reshape(n_heads, head_dim // 2, 2, *rest), swap axes 1 and 2 (now [k, j]), and
     #   reshape back to w.shape.
@@ -77,8 +80,8 @@ def llama_state_dict(gguf: GGUFFile, dtype: torch.dtype = torch.float32) -> dict
     for name, tensor in gguf.tensors.items():
         w = dequantize_tensor(tensor)
         # BEGIN SOLUTION 4.13
-        # DECISION: which tensors move, and over how many heads: attn_q over the query heads,
-        #   attn_k over the KV heads (fewer, with GQA); V, the output and the MLP stay as stored.
+        # HINT: Only attn_q (over the query heads) and attn_k (over the KV heads: fewer, with
+        #   GQA) move; V, the output and the MLP stay as stored.
         # HINT: The part of the name says which projection it is: ".attn_q." or ".attn_k.".
         # HINT: torch.from_numpy needs a writable array: np.array(w) copies it out of the
         #   read-only file map first; then .to(dtype).
