@@ -62,6 +62,8 @@ def pytest_addhooks(pluginmanager) -> None:
     solutions). The test process runs with -B (and learners' machines often cannot write
     site-packages), so nothing rewritten is cached: rewriting hypothesis's hundred modules
     cost seconds of every `course check`. Learner code is loaded by path, never rewritten."""
+    if _HOOK not in sys.meta_path:  # before any conftest can import torch (stage 05's does)
+        sys.meta_path.insert(0, _HOOK)
     hook = getattr(pluginmanager, "rewrite_hook", None)
     must = getattr(hook, "_must_rewrite", None)
     if isinstance(must, set):
