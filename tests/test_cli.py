@@ -155,3 +155,26 @@ def test_stage_has_a_demo(st: manifest.Stage):
     import course
 
     assert callable(getattr(course.load(st.module, impl="solution"), "demo", None))
+
+
+def test_a_stage_speed_check_speaks_only_once_its_exercise_passes(tmp_path, monkeypatch):
+    """`course check` calls a stage bench's `speed_check()` (SPEED_CHECKED names the
+    exercise it times) only when that exercise is done; its line never costs points, and one
+    that raises says it did not run."""
+    from course import cli, manifest
+    from course.results import TestResult
+    from tests.helpers import small_course
+
+    base = small_course(tmp_path / "c")
+    monkeypatch.setenv("COURSE_ROOT", str(base))
+    (base / "01_autograd" / "bench.py").write_text(
+        'SPEED_CHECKED = "1.1"\n\ndef speed_check():\n    return "1.1 is correct but slower than the stage aims"\n')
+    st, ex = manifest.stage("01"), manifest.exercise("1.1")
+    passed = [TestResult("01_autograd/tests/t.py::test_a", exercise="1.1", outcome="passed")]
+    failed = [TestResult("01_autograd/tests/t.py::test_a", exercise="1.1", outcome="failed", message="x")]
+    assert cli._speed_checks(st, passed, ex) == ["1.1 is correct but slower than the stage aims"]
+    assert cli._speed_checks(st, failed, ex) == []
+    assert cli._speed_checks(st, passed, manifest.exercise("1.2")) == []
+    (base / "01_autograd" / "bench.py").write_text('SPEED_CHECKED = "1.1"\n\ndef speed_check():\n    1 / 0\n')
+    (line,) = cli._speed_checks(st, passed, ex)
+    assert line.startswith("speed check of stage 01 did not run: ZeroDivisionError"), line
