@@ -184,19 +184,21 @@ def _speed_checks(st: manifest.Stage, results, ex: manifest.Exercise | None) -> 
     from course.results import as_results
 
     path = root() / st.folder / "bench.py"
-    if not path.is_file() or "def speed_check" not in path.read_text(encoding="utf-8", errors="replace"):
+    text = path.read_text(encoding="utf-8", errors="replace") if path.is_file() else ""
+    found = re.search(r"""^SPEED_CHECKED\s*=\s*["'](\d+\.\d+)["']""", text, re.M)
+    if "def speed_check" not in text or found is None:
         return []
-    spec = importlib.util.spec_from_file_location(f"course_bench_{st.number}", path)
-    bench = importlib.util.module_from_spec(spec)
+    target = found.group(1)  # read from the source: the bench (datasketch, torch) loads only when it runs
+    if ex is not None and ex.id != target:
+        return []
     try:
-        spec.loader.exec_module(bench)  # type: ignore[union-attr]
-        target = getattr(bench, "SPEED_CHECKED", None)
-        if target is None or (ex is not None and ex.id != target):
-            return []
         ex_t = manifest.exercise(target)
         mine = [r for r in as_results(results) if r.exercise == target and not r.hidden]
         if grading.score_exercise(target, ex_t.points, mine).state != "done":
             return []
+        spec = importlib.util.spec_from_file_location(f"course_bench_{st.number}", path)
+        bench = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(bench)  # type: ignore[union-attr]
         line = bench.speed_check()
     except Exception as e:  # a speed check never fails a check; say why it did not run
         return [f"speed check of stage {st.number} did not run: {type(e).__name__}: {e}"]

@@ -173,7 +173,11 @@ def test_a_stage_speed_check_speaks_only_once_its_exercise_passes(tmp_path, monk
     passed = [TestResult("01_autograd/tests/t.py::test_a", exercise="1.1", outcome="passed")]
     failed = [TestResult("01_autograd/tests/t.py::test_a", exercise="1.1", outcome="failed", message="x")]
     assert cli._speed_checks(st, passed, ex) == ["1.1 is correct but slower than the stage aims"]
-    assert cli._speed_checks(st, failed, ex) == []
+    (base / "01_autograd" / "bench.py").write_text(
+        'SPEED_CHECKED = "1.1"\nraise SystemExit("loaded")\n\ndef speed_check():\n    pass\n')
+    assert cli._speed_checks(st, failed, ex) == []  # not even loaded while 1.1 fails
+    (base / "01_autograd" / "bench.py").write_text(
+        'SPEED_CHECKED = "1.1"\n\ndef speed_check():\n    return "1.1 is correct but slower than the stage aims"\n')
     assert cli._speed_checks(st, passed, manifest.exercise("1.2")) == []
     (base / "01_autograd" / "bench.py").write_text('SPEED_CHECKED = "1.1"\n\ndef speed_check():\n    1 / 0\n')
     (line,) = cli._speed_checks(st, passed, ex)
