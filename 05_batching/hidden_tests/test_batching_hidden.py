@@ -221,6 +221,23 @@ def test_preempting_several_at_once_and_aborting_a_running_request(model, checke
     assert keep.output == alone(keep.prompt, 5, None, ())[0]
 
 
+@pytest.mark.exercise("5.6")
+def test_a_cache_exactly_full_after_preemption_keeps_the_rest():
+    """4 + 4 + 4 + 3 = 15 tokens in a 12-token cache: evicting the last one leaves exactly 12."""
+    sched = b.ContinuousBatching(4, max_cache_tokens=12)
+    reqs = [b.Request([1] * n, 8, arrival=float(i), request_id=f"q{i}") for i, n in enumerate((3, 3, 3, 2))]
+    for r in reqs:
+        sched.add(r)
+    sched.admit_fcfs(0.5, b.SchedulerOutput())
+    for r in sched.running:
+        r.output.append(1)
+    out = b.SchedulerOutput()
+    sched.preempt(1.0, out)
+    course.answer("preempted", [r.request_id for r in out.preempted])
+    course.answer("held", int(sched.tokens_held()))
+    assert [r.request_id for r in out.preempted] == ["q3"] and sched.tokens_held() == 12
+
+
 # ---------------------------------------------------------------------- 5.7
 @pytest.mark.exercise("5.7")
 def test_metrics_of_a_one_token_request_and_an_unadmitted_one():
