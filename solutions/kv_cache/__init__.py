@@ -28,6 +28,7 @@ from .base import CacheFullError, CacheProtocol, _CacheBase
 from .concat_cache import ConcatKVCache
 from .demo import demo
 from .generation import generate, generate_alone
+from .export_hf import ExportError, export_llama
 from .gguf_quants import dequantize_q4_1, dequantize_q8_0, dequantize_tensor
 from .gguf_reader import GGML_TYPES, GGUFFile, GGUFTensor, read_gguf, read_value, tensor_nbytes
 from .gguf_to_llama import hf_name, llama_config, llama_state_dict, unpermute_qk
@@ -48,5 +49,5 @@ __all__ = [
     "save_safetensors", "load_safetensors", "read_safetensors",
     "read_gguf", "read_value", "GGUFFile", "GGUFTensor", "GGML_TYPES", "tensor_nbytes", "dequantize_q8_0",
     "dequantize_q4_1", "dequantize_tensor", "hf_name", "unpermute_qk", "llama_state_dict", "llama_config",
-    "load_smollm2", "llama_from_gguf", "gguf_tokenizer", "render_chat", "smollm2_path",
+    "load_smollm2", "llama_from_gguf", "gguf_tokenizer", "render_chat", "smollm2_path", "export_llama", "ExportError",
 ]
