@@ -10,11 +10,12 @@
 - `model.safetensors` + `config.json` + `generation_config.json`: a `LlamaForCausalLM` with
   exactly the model's weights (stage 03's `Llama.to_hf`, float32; the tied head stored once);
 - `tokenizer.json` + `tokenizer_config.json`: the tokenizer `transformers` builds from the same
-  GGUF metadata (its own GGUF converter, `convert_gguf_tokenizer`), the special tokens and
-  the file's chat template.
+  GGUF metadata (its own GGUF converter, `convert_gguf_tokenizer`) with SmolLM2's own
+  pre-tokenizer put back (`hf_tokenizer_backend`), the special tokens and the file's chat
+  template.
 
 The check (`verify_export`): the loaded tokenizer gives the course tokenizer's ids on a few
-texts (code, emoji, CJK, a ChatML conversation) and renders chats as `render_chat` does; the
+texts (code, emoji, CJK, spaces before digits, a ChatML conversation) and renders chats as `render_chat` does; the
 loaded model's logits equal the course model's (atol 1e-5, rtol 1e-5). A failed check raises
 `ExportError` and publishes nothing: the folder is written beside OUT_DIR as `.partial-*` and
 renamed into place when checked (`solutions.fileio.staged_outputs`); an OUT_DIR that exists
@@ -38,7 +39,7 @@ from .smollm2 import gguf_tokenizer, llama_from_gguf, render_chat, smollm2_path
 
 FILES = ("config.json", "model.safetensors", "generation_config.json", "tokenizer.json", "tokenizer_config.json")
 SAMPLES = ("def square(x):\n    return x ** 2\n", "The capital of France is Paris.", "héllo 日本語 😀🐍 \t\n  ",
-           "12345 + 67 = 12412", "a <|im_start|> inside text")
+           "12345 + 67 = 12412", "x  1\n    2024", "a <|im_start|> inside text")
 CHAT = [{"role": "user", "content": "What is the capital of France?"},
         {"role": "assistant", "content": "Paris."}, {"role": "user", "content": "And of Italy?"}]
 
@@ -49,13 +50,21 @@ class ExportError(RuntimeError):
 
 def hf_tokenizer_backend(gguf: GGUFFile):
     """The `tokenizers.Tokenizer` that `transformers` builds from this GGUF file's metadata
-    (its GGUF converter, fed from `read_gguf`'s metadata instead of its own slower reader)."""
+    (its GGUF converter, fed from `read_gguf`'s metadata instead of its own slower reader),
+    with SmolLM2's own pre-tokenizer where the file names it (`tokenizer.ggml.pre` "smollm":
+    single digits, then GPT-2's byte-level split, as SmolLM2's tokenizer.json has it and stage
+    02's ByteLevelBPE does; transformers' converter knows no "smollm" and keeps GPT-2's alone,
+    which joins a space to the digit after it)."""
+    from tokenizers import pre_tokenizers
     from transformers.integrations.gguf.gguf_tokenizer_mapping import GGUF_TOKENIZER_MAPPING, convert_gguf_tokenizer
 
     meta = gguf.metadata
     tok = {name: meta[f"tokenizer.{key}"] for key, name in GGUF_TOKENIZER_MAPPING["tokenizer"].items()
            if f"tokenizer.{key}" in meta}
     backend, _ = convert_gguf_tokenizer(meta["general.architecture"], tok)
+    if meta.get("tokenizer.ggml.pre") == "smollm":
+        backend.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True),
+                                                         pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)])
     return backend
 
 

@@ -41,7 +41,7 @@ def trained() -> GPT:
 # is checked on files it did not write; SmolLM2's real file is read ONCE per test run.
 
 def write_llama_gguf(path, *, n_layer=2, dim=64, n_head=4, n_kv=2, ffn=96, vocab=96, types=None,
-                     alignment=None, extra=None, seed=0):
+                     alignment=None, extra=None, seed=0, context=128):
     """A Llama GGUF at `path` with random weights: `types` maps a tensor part ("token_embd",
     "attn_q", ...) to a GGMLQuantizationType (default F32; norms always F32); `alignment` a
     custom general.alignment; `extra` more metadata (key -> (value, GGUFValueType))."""
@@ -52,7 +52,7 @@ def write_llama_gguf(path, *, n_layer=2, dim=64, n_head=4, n_kv=2, ffn=96, vocab
     w = gguf.GGUFWriter(str(path), "llama")
     if alignment:
         w.add_custom_alignment(alignment)
-    w.add_context_length(128)
+    w.add_context_length(context)
     w.add_embedding_length(dim)
     w.add_block_count(n_layer)
     w.add_feed_forward_length(ffn)

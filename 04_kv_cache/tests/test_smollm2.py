@@ -127,3 +127,32 @@ def test_export_command_refuses_bad_input_before_loading(tmp_path, argv, expecte
     assert err.startswith("error:") or "usage:" in err, err
     assert expected in err, err
     assert (tmp_path / "full" / "keep.txt").read_text() == "mine" and not (ROOT / "solutions" / "new_export").exists()
+
+
+@pytest.mark.exercise("4.13")
+def test_export_a_small_llama_and_load_it_back(tmp_path, write_llama_gguf):
+    """export_llama (given) on a small Llama GGUF with a byte-level vocabulary, SmolLM2's
+    pre-tokenizer and a ChatML template: its own check loads the folder back with transformers
+    (tokenizer ids, chat template, logits within 1e-5) before publishing it."""
+    import gguf
+    from transformers.convert_slow_tokenizer import bytes_to_unicode
+
+    chars = bytes_to_unicode()
+    tokens = [chars[b] for b in range(256)] + ["Ġt", "he", "Ġthe", "<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+    V = gguf.GGUFValueType
+    chatml = ("{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + "
+              "'<|im_end|>' + '\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}")
+    extra = {"tokenizer.ggml.model": ("gpt2", V.STRING), "tokenizer.ggml.pre": ("smollm", V.STRING),
+             "tokenizer.ggml.tokens": (tokens, V.ARRAY), "tokenizer.ggml.merges": (["Ġ t", "h e", "Ġt he"], V.ARRAY),
+             "tokenizer.ggml.token_type": ([1] * 259 + [3, 3, 3], V.ARRAY),
+             "tokenizer.ggml.bos_token_id": (260, V.UINT32), "tokenizer.ggml.eos_token_id": (261, V.UINT32),
+             "tokenizer.ggml.padding_token_id": (261, V.UINT32), "tokenizer.chat_template": (chatml, V.STRING)}
+    path = write_llama_gguf(tmp_path / "small.gguf", vocab=len(tokens), context=512, extra=extra, seed=5)
+    g = kc.read_gguf(path)
+    model, tok = kc.llama_from_gguf(g), kc.gguf_tokenizer(g)
+    assert tok.encode("the the") == [116, 257, 258] and tok.encode("<|im_end|>") == [261]
+    out = kc.export_llama(tmp_path / "hf", model, tok, g)
+    assert sorted(p.name for p in out.iterdir()) == sorted(
+        ("config.json", "model.safetensors", "generation_config.json", "tokenizer.json", "tokenizer_config.json"))
+    with pytest.raises(ValueError, match="not empty"):
+        kc.export_llama(out, model, tok, g)
