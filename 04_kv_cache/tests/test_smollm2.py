@@ -105,28 +105,31 @@ def test_a_missing_wheel_names_the_install_command(monkeypatch):
 @pytest.mark.parametrize("argv,expected", [
     (["{T}/full"], "exists and is not empty"),
     (["{T}/a_file"], "is a file, not a folder"),
-    (["{ROOT}/solutions/new_export"], "course's package"),
+    # the package the command's own check protects (under `course grade` a copy of the course's);
+    # a non-GGUF input, so a refusal that fails still writes nothing
+    (["{PKG}/new_export", "--gguf", "{T}/a_file"], "course's package"),
     (["{T}/new", "--gguf", "{T}/absent.gguf"], "no GGUF file"),
     ([], "the following arguments are required: out_dir"),
 ])
 def test_export_command_refuses_bad_input_before_loading(tmp_path, argv, expected, capsys):
     import importlib
-    from pathlib import Path
 
     main = importlib.import_module(".export_hf", kc.__name__).main  # the package under test's (given) command
-    ROOT = Path(course.__file__).resolve().parents[1]
+    from solutions import fileio
+
+    PKG = fileio.PACKAGE
 
     (tmp_path / "full").mkdir()
     (tmp_path / "full" / "keep.txt").write_text("mine")
     (tmp_path / "a_file").write_bytes(b"not a folder, not a GGUF file, " * 4)
-    args = [a.replace("{T}", str(tmp_path)).replace("{ROOT}", str(ROOT)) for a in argv]
+    args = [a.replace("{T}", str(tmp_path)).replace("{PKG}", str(PKG)) for a in argv]
     with pytest.raises(SystemExit) as e:
         main(args)
     err = capsys.readouterr().err
     assert e.value.code == 2 and "Traceback" not in err, err[-2000:]
     assert err.startswith("error:") or "usage:" in err, err
     assert expected in err, err
-    assert (tmp_path / "full" / "keep.txt").read_text() == "mine" and not (ROOT / "solutions" / "new_export").exists()
+    assert (tmp_path / "full" / "keep.txt").read_text() == "mine" and not (PKG / "new_export").exists()
 
 
 @pytest.mark.exercise("4.13")
