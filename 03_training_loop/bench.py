@@ -21,12 +21,12 @@ from typing import Callable
 import numpy as np
 import torch
 
-import course
+from course.bench_impl import add_impl_argument, load_impl, run_bench
 from course.benchmark import Report, Timing, bench_args, measure
 from solutions.autograd import cross_entropy
 from solutions.gpt import GPT, GPTConfig
 
-train = course.load("train")
+train = None  # the package measured: `load_impl` in main(), after the arguments (so --help always works)
 
 
 def measure_in_turn(fns: dict[str, Callable[[], object]], args, number: int = 1) -> dict[str, Timing]:
@@ -133,7 +133,10 @@ def plot(plt, rows):
 
 
 def main() -> None:
-    args = bench_args("Stage 03: training throughput — engine vs PyTorch, course GPT vs transformers")
+    global train
+    args = bench_args("Stage 03: training throughput — engine vs PyTorch, course GPT vs transformers",
+                      extra=add_impl_argument)
+    train = load_impl(args, "train")
     rep = Report("03_training_loop", args,
                  title="one training step, tokens per second (ratio: how many times faster)")
     mlp_rows(args, rep)
@@ -142,4 +145,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_bench(main)

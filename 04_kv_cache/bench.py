@@ -19,7 +19,7 @@ aim. The per-position table times decode steps with a cache holding 32 or 480 to
 
 Variants are timed in alternation (one run of each in turn) and keep medians, so that a
 change of load on a shared machine falls on all of them alike. The implementation measured
-is `course.load("kv_cache")`: the learner's, or the reference with COURSE_IMPL=solution.
+is the learner's package by default, or the reference with --impl solution (course/bench_impl.py).
 On a machine shared with other jobs, use --threads 1: a decode step of this small model is
 ~150 tiny operations, and a second thread that has to wait for a busy core slows every
 variant down many times over (README.md has the measured figures and their command).
@@ -45,6 +45,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from anywhere in the repo
 
 import course  # noqa: E402
+from course.bench_impl import add_impl_argument, load_impl, run_bench  # noqa: E402
 from course.benchmark import Report, Timing, bench_args, measure  # noqa: E402
 from solutions.device import add_device_arguments, device_or_exit, dtype_name  # noqa: E402
 from solutions.gpt import GPT, GPTConfig, load_default  # noqa: E402
@@ -52,7 +53,7 @@ from solutions.gpt import GPT, GPTConfig, load_default  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench_quant.py lies beside this file
 import bench_quant  # noqa: E402  (--quant, --load)
 
-kc = course.load("kv_cache")
+kc = None  # the package measured: `load_impl` in main(), after the arguments (so --help always works)
 VARIANTS = ("recompute", "concat", "prealloc", "int8", "transformers")
 CACHE_OF = {"recompute": None, "concat": "concat", "prealloc": "prealloc", "int8": "int8"}
 
@@ -137,7 +138,9 @@ def step_times(model: GPT, caches: tuple[str, ...], batch: int, args) -> dict[tu
 
 def main(argv=None) -> dict:
     args = bench_args("Stage 04: decode throughput with and without a KV cache", argv,
-                      extra=lambda p: (add_device_arguments(p), bench_quant.add_arguments(p)))
+                      extra=lambda p: (add_device_arguments(p), bench_quant.add_arguments(p), add_impl_argument(p)))
+    global kc
+    kc = bench_quant.kc = load_impl(args, "kv_cache")
     if args.quant or args.load:  # weight quantisation / checkpoint loading: bench_quant.py
         return bench_quant.run(args)
     device, dtype = device_or_exit(args)
@@ -230,4 +233,4 @@ def plot(plt, results, per_position, contexts, batches):
 
 
 if __name__ == "__main__":
-    main()
+    run_bench(main)

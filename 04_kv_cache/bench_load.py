@@ -40,6 +40,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # run from anywhere in the repo
 
+from course.bench_impl import add_impl_argument, chosen_impl, run_bench  # noqa: E402
 from course.benchmark import Report, bench_args  # noqa: E402
 
 CHILD = r"""
@@ -90,8 +91,7 @@ print(json.dumps({"seconds": seconds, "peak": status("VmHWM:") - base, "reset": 
 
 
 def add_arguments(p) -> None:
-    p.add_argument("--impl", choices=("student", "solution"), default=os.environ.get("COURSE_IMPL", "student"),
-                   help="whose read_gguf / llama_state_dict to load with (default: yours, or COURSE_IMPL)")
+    add_impl_argument(p)  # whose read_gguf / llama_state_dict the GGUF row loads with
     p.add_argument("--transformers", action="store_true",
                    help="also time transformers' from_pretrained(gguf_file=...) (slow: its GGUF reader is pure Python)")
 
@@ -124,6 +124,7 @@ def prepare(tmp: Path, args) -> dict[str, Path]:
 
 def main(argv: list[str] | None = None) -> dict:
     args = bench_args("Stage 04: loading SmolLM2's weights, GGUF vs safetensors vs torch.load", argv, add_arguments)
+    args.impl = chosen_impl(args, "kv_cache")  # the default as course.load's; the withheld reference refused
     rep = Report("04_kv_cache", args, f"loading SmolLM2-135M to a float32 state dict (impl {args.impl}), "
                                       "each load in a fresh process, files in the page cache")
     kinds = {"gguf -> float32": "gguf", "safetensors": "safetensors", "torch.load": "pt", "torch.load mmap": "pt"}
@@ -153,4 +154,4 @@ def main(argv: list[str] | None = None) -> dict:
 
 
 if __name__ == "__main__":
-    main()
+    run_bench(main)

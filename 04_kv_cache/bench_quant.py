@@ -26,10 +26,11 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from anywhere in the repo
 
 import course  # noqa: E402
+from course.bench_impl import add_impl_argument, load_impl, run_bench  # noqa: E402
 from course.benchmark import Report, bench_args, measure  # noqa: E402
 from solutions.gpt import GPT, load_default  # noqa: E402
 
-kc = course.load("kv_cache")
+kc = None  # the package measured: set by bench.py, or `load_impl` in run() (after the arguments)
 
 
 # ---- --quant: weight quantisation judged by stage 03's evaluation harness (issue 20) ------
@@ -273,6 +274,9 @@ def add_arguments(p) -> None:
 
 def run(args) -> dict:
     """The parts that `args.quant` / `args.load` ask for; writes --json when given."""
+    global kc
+    if kc is None:
+        kc = load_impl(args, "kv_cache")
     out = {}
     if args.quant:
         out["quant"] = quant_table(args)
@@ -284,4 +288,5 @@ def run(args) -> dict:
 
 
 if __name__ == "__main__":
-    run(bench_args("Stage 04: weight quantisation and checkpoint loading", extra=add_arguments))
+    run_bench(lambda: run(bench_args("Stage 04: weight quantisation and checkpoint loading",
+                                     extra=lambda p: (add_arguments(p), add_impl_argument(p)))))
