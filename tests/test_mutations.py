@@ -1301,6 +1301,10 @@ MUTATIONS = (
       "if efficiency < min_efficiency:",
       "if efficiency <= min_efficiency:",
       ("tests/test_profiling_roofline.py::test_classify_between_the_roofs",)),
+    M("08-attention-counts-one-product", "profiling",  # Q·Kᵀ counted, P·V forgotten
+      "attention = n_layer * 2 * (2 * N * L * C)",
+      "attention = n_layer * (2 * N * L * C)",
+      ("tests/test_profiling_roofline.py::test_decode_step_by_hand",)),
     M("08-classify-the-ridge-is-bandwidth", "profiling",
       "regime = \"compute\" if intensity >= peak_flops / peak_bandwidth else \"bandwidth\"",
       "regime = \"compute\" if intensity > peak_flops / peak_bandwidth else \"bandwidth\"",

@@ -16,6 +16,23 @@ prof = course.load("profiling")
 # A tiny config: V = 11, context P = 16, one layer, C = 4 (2 heads of 2).
 TINY = GPTConfig(vocab_size=11, block_size=16, n_layer=1, n_head=2, n_embd=4)
 
+# What each term of a step's cost counts: the rule a wrong count breaks, named in the message.
+RULES = {
+    "matmul": "2 FLOPs per multiply-add, for every weight matrix each of the N new tokens meets "
+              "(qkv, proj, the MLP's two: 24·N·C² a layer) and the head (2·N·C·V)",
+    "attention": "two products a layer, Q·Kᵀ and P·V, each 2·N·L·C FLOPs (every new token against "
+                 "all L = context + new keys of its row)",
+    "weights": "every parameter read once a step, except the position table: only its N looked-up rows",
+    "kv_read": "K and V of all L positions of every row, read once a layer",
+    "kv_write": "K and V of the N new tokens, written once a layer",
+}
+
+
+def assert_terms(detail: dict, expected: dict) -> None:
+    assert set(detail) == set(expected), f"step_cost's detail has terms {sorted(detail)}, expected {sorted(expected)}"
+    wrong = [f"{k} = {detail[k]}, expected {v}: {RULES[k]}" for k, v in expected.items() if detail[k] != v]
+    assert not wrong, "; ".join(wrong)
+
 
 @pytest.mark.exercise("8.5")
 def test_decode_step_by_hand():
@@ -28,8 +45,9 @@ def test_decode_step_by_hand():
     kv_read: 2 (K, V) · batch 2 · L 4 · C 4 · 4 bytes = 256; kv_write: 2 · N 2 · C 4 · 4 = 64
     """
     c = prof.step_cost(TINY, batch=2, new_tokens=1, context=3)
-    assert c.detail == {"matmul": 944, "attention": 128, "weights": 1216, "kv_read": 256, "kv_write": 64}
-    assert (c.flops, c.bytes) == (1072, 1536)
+    assert_terms(c.detail, {"matmul": 944, "attention": 128, "weights": 1216, "kv_read": 256, "kv_write": 64})
+    assert (c.flops, c.bytes) == (1072, 1536), \
+        f"flops = matmul + attention, bytes = weights + kv_read + kv_write; got {(c.flops, c.bytes)}"
     assert c.intensity == pytest.approx(1072 / 1536)
     assert sum(prof.weight_count(TINY).values()) == GPT(TINY).num_params() == 360
 
@@ -40,7 +58,7 @@ def test_prefill_chunk_by_hand():
     matmul 24·5·16 + 2·5·4·11 = 1920 + 440 = 2360; attention 2·(2·5·7·4) = 560.
     weights (360 − 64 + 20)·4 = 1264; kv_read 2·1·7·4·4 = 224; kv_write 2·5·4·4 = 160."""
     c = prof.step_cost(TINY, batch=1, new_tokens=5, context=2)
-    assert c.detail == {"matmul": 2360, "attention": 560, "weights": 1264, "kv_read": 224, "kv_write": 160}
+    assert_terms(c.detail, {"matmul": 2360, "attention": 560, "weights": 1264, "kv_read": 224, "kv_write": 160})
     half = prof.step_cost(TINY, batch=1, new_tokens=5, context=2, dtype_bytes=2)
     assert half.bytes * 2 == c.bytes and half.flops == c.flops
 
@@ -64,13 +82,17 @@ def test_matmul_flops_match_torch_flop_counter(batch, new, context):
 def test_classify_synthetic_points():
     # peak 100 FLOP/s, 10 B/s: ridge at 10 FLOPs/byte
     compute = prof.classify("c", prof.Cost(1000, 10), 10.0, 100.0, 10.0)
-    assert (compute.intensity, compute.attainable, compute.achieved, compute.regime) == (100, 100, 100, "compute")
+    assert (compute.intensity, compute.attainable, compute.achieved, compute.regime) == (100, 100, 100, "compute"), \
+        "intensity = flops / bytes; attainable = min(peak_flops, intensity × peak_bandwidth); above the ridge: compute"
     band = prof.classify("b", prof.Cost(10, 10), 1.0, 100.0, 10.0)
-    assert (band.attainable, band.efficiency, band.regime) == (10, 1.0, "bandwidth")
+    assert (band.attainable, band.efficiency, band.regime) == (10, 1.0, "bandwidth"), \
+        "below the ridge the bandwidth roof bounds the point (intensity × peak_bandwidth): bandwidth-bound"
     slow = prof.classify("o", prof.Cost(10, 10), 10.0, 100.0, 10.0)
     assert slow.efficiency == pytest.approx(0.1) and slow.regime == "overhead"
     ridge = prof.classify("r", prof.Cost(100, 10), 1.0, 100.0, 10.0)
-    assert ridge.regime == "compute"  # at the ridge: both roofs meet
+    assert ridge.regime == "compute", (f"intensity 10 at a ridge of 10 FLOPs/byte is {ridge.regime!r}: at the "
+                                       "ridge both roofs meet and the point counts as compute-bound "
+                                       "(compute from intensity >= peak_flops / peak_bandwidth)")
     edge = prof.classify("e", prof.Cost(100, 10), 2.0, 100.0, 10.0, min_efficiency=0.5)
     assert edge.efficiency == 0.5 and edge.regime == "compute"
 
