@@ -406,6 +406,10 @@ MUTATIONS = (
       "return max_lr * (step + 1) / warmup_steps",
       "return max_lr * step / warmup_steps",
       ("tests/test_train_optim.py::test_schedule_matches_torch_linear_then_cosine",)),
+    M("03-cosine-over-all-the-steps", "train",  # the cosine's progress counted over total_steps, warmup included
+      "progress = (step - warmup_steps) / max(1, total_steps - warmup_steps)",
+      "progress = step / max(1, total_steps)",
+      ("tests/test_train_optim.py::test_schedule_shape",)),
     M("03-sgd-velocity-rebound-not-kept", "train",
       "            v *= self.momentum\n            v += g\n",
       "            v = self.momentum * v + g\n",

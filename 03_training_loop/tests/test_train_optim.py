@@ -185,17 +185,23 @@ def test_schedule_matches_torch_linear_then_cosine(warmup, cosine, max_lr, floor
     ours = [train.lr_schedule(s, max_lr=max_lr, warmup_steps=warmup, total_steps=total, min_lr=min_lr)
             for s in range(total + 1)]
     ref = _torch_schedule(max_lr, min_lr, warmup, total, total + 1)
-    np.testing.assert_allclose(ours, ref, rtol=1e-9, atol=1e-12)
+    bad = [k for k, (a, b) in enumerate(zip(ours, ref)) if not np.isclose(a, b, rtol=1e-9, atol=1e-12)]
+    assert not bad, (f"lr at step {bad[0]} is {ours[bad[0]]!r}, expected {ref[bad[0]]!r} (torch's schedule; warmup "
+                     f"{warmup}, total {total}): a linear rise to max_lr over the warmup steps, then a half cosine "
+                     "from max_lr down to min_lr spread over the steps AFTER warmup, min_lr from total_steps on")
 
 
 @pytest.mark.exercise("3.3")
 def test_schedule_shape():
     lr = [train.lr_schedule(s, max_lr=1.0, warmup_steps=10, total_steps=110, min_lr=0.1) for s in range(150)]
-    assert lr[0] == pytest.approx(0.1) and lr[9] == pytest.approx(1.0)  # warmup: 1/10 .. 10/10
-    assert all(a < b for a, b in zip(lr[:9], lr[1:10]))  # rises during warmup
-    assert all(a >= b for a, b in zip(lr[10:110], lr[11:111]))  # then never rises
-    assert lr[60] == pytest.approx(0.55)  # halfway down the cosine: the mean of max and min
-    assert lr[110:] == [pytest.approx(0.1)] * 40  # the floor after the last step
+    assert lr[0] == pytest.approx(0.1) and lr[9] == pytest.approx(1.0), \
+        f"warmup of 10 steps: step 0 gets 1/10 of max_lr, step 9 all of it; got {lr[0]}, {lr[9]}"
+    assert all(a < b for a, b in zip(lr[:9], lr[1:10])), f"the rate rises during warmup: {lr[:10]}"
+    assert all(a >= b for a, b in zip(lr[10:110], lr[11:111])), "after warmup the rate never rises"
+    assert lr[60] == pytest.approx(0.55), (
+        f"step 60 is halfway through the cosine (steps 10-110, after warmup), so its rate is the mean of max_lr "
+        f"and min_lr, 0.55; got {lr[60]}: the cosine spans total_steps - warmup_steps, not total_steps")
+    assert lr[110:] == [pytest.approx(0.1)] * 40, "from total_steps on the rate stays at min_lr"
     assert train.lr_schedule(0, max_lr=0.5, warmup_steps=0, total_steps=10) == pytest.approx(0.5)
 
 
