@@ -564,6 +564,9 @@ class _Crash:
     def __init__(self, path: str, lineno: int, message: str):
         self.path, self.lineno, self.message = path, lineno, message
 
+    def __str__(self) -> str:  # pytest's --tb=line prints a failure's crash as str()
+        return f"{self.path}:{self.lineno}: {self.message}"
+
 
 def _todo_message(excinfo) -> str | None:
     """The stub's message if this failure is an unfilled exercise, else None.

@@ -232,7 +232,7 @@ def _one_process(run: Run, paths, impl, *, root, timeout, sandbox, env, hidden, 
     child_env.update(COURSE_IMPL=impl, COURSE_ROOT=str(root), COURSE_DERANDOMIZE="1")  # same code, same grade
     if cache_bytecode:  # course check: nobody reads the child's tracebacks (the events carry
         child_env.pop("PYTHONDONTWRITEBYTECODE", None)  # each failure's line), so format one line each
-        cmd.append("--tb=line")
+        cmd += ["--tb=line", "--show-capture=no"]  # nor captured logs (a stub's task tracebacks)
     kw = sandbox.popen_kwargs() if sandbox is not None else {"start_new_session": True}
     with open(log_path, "wb") as log:
         try:

@@ -213,8 +213,12 @@ def test_overload_gets_503_at_once_and_no_admitted_request_is_lost(start, kit):
                 if time.monotonic() > end:
                     pytest.fail(f"refusals did not come while the engine was held: {health}, {len(done)} answered")
                 await asyncio.sleep(0.01)
-            early = [t.result() for t in done]
+            failed = [t.exception() for t in done if t.exception() is not None]
             gate.set()
+            if failed:  # every task's outcome retrieved first: none is left for asyncio to log
+                await asyncio.gather(*tasks, return_exceptions=True)
+                raise failed[0]
+            early = [t.result() for t in done]
             return early, await asyncio.gather(*tasks)
 
     early, rs = asyncio.run(main())
