@@ -1,6 +1,6 @@
 # GENERATED from solutions/server/validation.py by `course stubs --write`: fill in the bodies that raise NotImplementedError.
 # The lesson is 07_serving/07_serving.ipynb. Exercises in this file (line of each hole, then the commands):
-#   7.1 The token budget: n and max_tokens against the context: line 29; `course check 7.1`, `course hint 7.1`
+#   7.1 The token budget: n and max_tokens against the context: line 33; `course check 7.1`, `course hint 7.1`
 """7.1 Request validation: what a request may cost (token_budget), then the rest of the body."""
 
 from __future__ import annotations
@@ -12,20 +12,24 @@ from .protocol import CHAT_ROLES, FIELDS, NO_OP, APIError, GenerationRequest, Li
 
 
 def token_budget(body: dict, kind: str, prompt_tokens: int, limits: Limits) -> tuple[int, int]:
-    """The two numbers that size a request's KV memory, checked at the edge: `(max_tokens,
-    n)` for a body whose prompt is `prompt_tokens` tokens long, or a 400 (`bad(...)`) whose
-    `param` names the field. `left = limits.context - prompt_tokens` positions remain.
-    Checked in this order, `null` or absent meaning the default:
-      n           an int in 1..limits.max_n (default 1), else param "n";
-      the prompt  must leave room for one generated token (left >= 1), else param
-                  "prompt", code "context_length_exceeded";
-      max_tokens  for chat, "max_completion_tokens" wins when it is set (not null) and is
-                  then the param named; default min(limits.default_max_tokens, left) for a
-                  completion, all of `left` for chat; an int >= 1, else param = that
-                  field (no code); at most `left`, else that field with code
-                  "context_length_exceeded".
-    "An int" is `is_int`: never a bool (True is not 1 here), never a float (4.0 is not 4).
-    Changes nothing."""
+    """The two numbers that size a request's KV memory, checked at the edge.
+
+    Args: `body` the decoded JSON object (not modified; a field absent or `null` takes its
+    default); `kind` "completion" or "chat"; `prompt_tokens` the prompt's length, which
+    leaves `left = limits.context - prompt_tokens` positions for the answer.
+    Returns: `(max_tokens, n)`, plain ints, 1 <= n <= limits.max_n, 1 <= max_tokens <= left.
+    Rules ("an int" is `is_int`: never a bool, True is not 1; never a float, 4.0 is not 4):
+      n           an int in 1..limits.max_n; default 1.
+      the prompt  leaves room for at least one generated token (left >= 1).
+      max_tokens  an int >= 1, at most `left`; default min(limits.default_max_tokens, left)
+                  for a completion, all of `left` for chat. For chat a set (not null)
+                  "max_completion_tokens" replaces it: its value is judged, its name named.
+    Raises: APIError 400 (`bad(...)`), `param` naming the field: "n" (no code); "prompt",
+    code "context_length_exceeded"; the max_tokens field, no code when not an int >= 1,
+    code "context_length_exceeded" when over `left`. When several rules fail, the 400 names
+    the field the client must fix first: a bad n (judged without the prompt) wins over
+    everything; a prompt that leaves no room wins over anything wrong with max_tokens (no
+    max_tokens could fix it, and its default and bound depend on `left`)."""
     raise NotImplementedError('Exercise 7.1: The token budget: n and max_tokens against the context — see 07_serving.ipynb')
 
 
