@@ -1,6 +1,6 @@
 # GENERATED from solutions/server/admission.py by `course stubs --write`: fill in the bodies that raise NotImplementedError.
 # The lesson is 07_serving/07_serving.ipynb. Exercises in this file (line of each hole, then the commands):
-#   7.2 Admission control by KV blocks: 503 + Retry-After: lines 40, 45; `course check 7.2`, `course hint 7.2`
+#   7.2 Admission control by KV blocks: 503 + Retry-After: lines 40, 47; `course check 7.2`, `course hint 7.2`
 """7.2 Admission control by KV blocks: a 503 + Retry-After before any work is done."""
 
 from __future__ import annotations
@@ -18,30 +18,32 @@ from .protocol import APIError, bad
 
 
 class AdmissionControl:
-    """Admit requests by the KV memory they may need, not by how many they are.
-
-    `num_blocks` blocks of `block_size` tokens hold the KV memory of the running requests;
-    an admitted request reserves its worst case, `request_blocks(...)`. What exceeds the
-    memory waits in the engine's queue: at most `capacity_blocks` blocks are reserved at
-    once (the memory plus the queue, given code below). Counters: `reserved_blocks`,
-    `reserved_tokens`, `admitted`, `rejected`; `draining` (set at shutdown) refuses all.
-    Thread-safe (`self._lock`): the event loop admits, the engine thread releases.
-    """
+    """Admit requests by the KV memory they may need (`num_blocks` blocks of `block_size`
+    tokens), not by how many they are. An admitted request reserves its worst case; at most
+    `capacity_blocks` (the memory plus a queue, given code below) are reserved at once.
+    Counters: `reserved_blocks`, `reserved_tokens`, `admitted`, `rejected`; `draining` (set at
+    shutdown) refuses all. Thread-safe (`self._lock`): the event loop admits, the engine
+    thread releases."""
 
     def admit(self, prompt_tokens: int, max_tokens: int, n: int = 1) -> Ticket:
-        """Reserve a request's worst case, `request_blocks(prompt_tokens, max_tokens, n,
-        block_size)` blocks and n * (prompt_tokens + max_tokens) tokens; return its Ticket
-        and count it in `admitted`. Refused, reserving nothing, checked in this order: more
-        blocks than `num_blocks` -> APIError 400, param "max_tokens", code
-        "kv_cache_too_small" (never fits, not counted); `draining` -> 503, code
-        "shutting_down"; `reserved_blocks` + its blocks over `capacity_blocks` -> 503, code
-        "overloaded". Both 503s: type "service_unavailable_error", header `Retry-After` =
-        str(retry_after_s), and `rejected` += 1."""
+        """Reserve a request's worst case: `Ticket(blocks, tokens)`, blocks = `request_blocks(
+        prompt_tokens, max_tokens, n, block_size)`, tokens = n * (prompt_tokens + max_tokens);
+        `reserved_blocks`/`reserved_tokens` grow by them, `admitted` by one. Raises APIError,
+        reserving nothing: 400, param "max_tokens", code "kv_cache_too_small" for more blocks
+        than `num_blocks` (never fits; not in `rejected`); 503, code "shutting_down" while
+        `draining`; 503, code "overloaded" when `reserved_blocks` + its blocks would pass
+        `capacity_blocks` (exactly full admits). Both 503s: type "service_unavailable_error",
+        header `Retry-After` = str(retry_after_s), `rejected` += 1. When several apply, the
+        one that tells the client most wins: never-fits (retrying cannot help) over draining
+        over overloaded. No admit or release sees the counters halfway through another's
+        change (two admits never both take the last free blocks)."""
         raise NotImplementedError('Exercise 7.2: Admission control by KV blocks: 503 + Retry-After — see 07_serving.ipynb')
 
     def release(self, ticket: Ticket) -> None:
-        """Hand a ticket's reservation back (blocks and tokens), once: mark it `released`;
-        releasing it again changes nothing."""
+        """Hand a ticket's reservation back: `reserved_blocks` and `reserved_tokens` shrink by
+        its blocks and tokens, and the ticket is marked `released`. A ticket is handed back at
+        most once: releasing a released ticket changes nothing, also when two threads release
+        it at the same time. Thread-safe with `admit`."""
         raise NotImplementedError('Exercise 7.2: Admission control by KV blocks: 503 + Retry-After — see 07_serving.ipynb')
 
     # -- given: construction and capacity

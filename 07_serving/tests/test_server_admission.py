@@ -23,29 +23,33 @@ def test_admit_until_the_queue_is_full_then_503():
     a = srv.AdmissionControl(num_blocks=10, block_size=16, max_queue_tokens=32, retry_after_s=2)
     assert a.capacity_blocks == 12
     tickets = [a.admit(10, 22) for _ in range(6)]  # 2 blocks each: 12 of 12
-    assert a.reserved_blocks == 12 and a.admitted == 6
+    assert a.reserved_blocks == 12 and a.admitted == 6, (
+        f"6 admits of 2 blocks each must reserve 12 blocks and count 6 admitted, got {a.reserved_blocks} "
+        f"blocks, {a.admitted} admitted: exactly full still admits")
     with pytest.raises(srv.APIError) as err:
         a.admit(1, 1)
     e = err.value
-    assert e.status == 503 and e.headers.get("Retry-After") == "2"
+    assert e.status == 503 and e.headers.get("Retry-After") == "2", (
+        f"past capacity_blocks a newcomer gets 503 with Retry-After = str(retry_after_s), got {e.status} {e.headers}")
     assert a.rejected == 1 and a.reserved_blocks == 12, "a refused request reserves nothing"
     a.release(tickets[0])
     a.release(tickets[0])  # twice: no effect
-    assert a.reserved_blocks == 10
+    assert a.reserved_blocks == 10, f"a released ticket hands its 2 blocks back once: 10 reserved, got {a.reserved_blocks}"
     t = a.admit(1, 1)
-    assert t.blocks == 1 and a.reserved_blocks == 11
+    assert t.blocks == 1 and a.reserved_blocks == 11, (
+        f"a 2-token request reserves 1 block: got {t.blocks}, {a.reserved_blocks} reserved (expected 11)")
 
 
 def test_admission_counts_tokens_not_requests():
     a = srv.AdmissionControl(num_blocks=8, block_size=16, max_queue_tokens=0)
     small = [a.admit(4, 4) for _ in range(8)]  # 8 requests, 1 block each: fits
     assert len(small) == 8
-    with pytest.raises(srv.APIError):
+    with pytest.raises(srv.APIError, match="overloaded"):  # the 9th block passes the 8 of memory
         a.admit(4, 4)
     for t in small:
         a.release(t)
     big = a.admit(60, 68)  # one request of 8 blocks fills the memory alone
-    assert big.blocks == 8
+    assert big.blocks == 8, f"60 + 68 tokens in blocks of 16 are 8 blocks, got {big.blocks}: admission counts tokens"
     with pytest.raises(srv.APIError):
         a.admit(1, 1)
 
@@ -54,14 +58,16 @@ def test_request_larger_than_memory_is_400_and_draining_is_503():
     a = srv.AdmissionControl(num_blocks=4, block_size=16, max_queue_tokens=1000)
     with pytest.raises(srv.APIError) as err:
         a.admit(40, 40)
-    assert err.value.status == 400
+    assert err.value.status == 400, f"a request needing more blocks than the memory is a 400, got {err.value.status}"
     assert err.value.param == "max_tokens" and err.value.code == "kv_cache_too_small", err.value.message
     assert a.rejected == 0 and a.reserved_blocks == 0, "a request that can never fit is a 400, not counted in rejected"
     a.draining = True
     with pytest.raises(srv.APIError) as err:
         a.admit(1, 1)
-    assert err.value.status == 503 and "Retry-After" in err.value.headers
-    assert err.value.code == "shutting_down" and err.value.type == "service_unavailable_error"
+    assert err.value.status == 503 and "Retry-After" in err.value.headers, (
+        f"draining refuses with 503 and a Retry-After header, got {err.value.status} {err.value.headers}")
+    assert err.value.code == "shutting_down" and err.value.type == "service_unavailable_error", (
+        f"draining: code shutting_down, type service_unavailable_error; got {err.value.code}, {err.value.type}")
 
 
 def test_admit_checks_never_fits_then_draining_then_overload():
@@ -76,12 +82,13 @@ def test_admit_checks_never_fits_then_draining_then_overload():
     e = err.value
     assert (e.status, e.code) == (503, "shutting_down"), \
         "while draining every newcomer hears shutting_down, even when the server is also full"
-    assert e.headers == {"Retry-After": "3"}
+    assert e.headers == {"Retry-After": "3"}, f"a 503's header is Retry-After = str(retry_after_s), got {e.headers}"
     a.draining = False
     with pytest.raises(srv.APIError) as err:
         a.admit(1, 1)
-    assert (err.value.status, err.value.code) == (503, "overloaded")
-    assert err.value.headers == {"Retry-After": "3"}
+    assert (err.value.status, err.value.code) == (503, "overloaded"), (
+        f"full and not draining: 503 overloaded, got {err.value.status} {err.value.code}")
+    assert err.value.headers == {"Retry-After": "3"}, f"a 503's header is Retry-After = str(retry_after_s), got {err.value.headers}"
     assert a.rejected == 2 and a.admitted == 1 and a.reserved_blocks == 4, "each 503 counts once in rejected"
     a.release(full)
     assert (a.reserved_blocks, a.reserved_tokens) == (0, 0)
@@ -175,9 +182,12 @@ def test_release_is_atomic_under_the_admission_lock():
 def test_admit_reserves_the_worst_case_of_every_choice():
     a = srv.AdmissionControl(num_blocks=100, block_size=16, max_queue_tokens=0)
     t = a.admit(40, 30, n=3)  # 2 full prompt blocks shared; each choice owns blocks_needed(70) - 2 = 3
-    assert t.blocks == 2 + 3 * 3 == srv.request_blocks(40, 30, 3, 16)
+    assert t.blocks == 2 + 3 * 3 == srv.request_blocks(40, 30, 3, 16), (
+        f"a ticket reserves request_blocks(prompt, max_tokens, n, block_size) = 11 blocks, got {t.blocks}")
     assert t.tokens == 3 * (40 + 30), "tokens reserved: n * (prompt + max_tokens)"
-    assert (a.reserved_blocks, a.reserved_tokens, a.admitted) == (11, 210, 1)
+    assert (a.reserved_blocks, a.reserved_tokens, a.admitted) == (11, 210, 1), (
+        f"admitting adds the ticket's blocks and tokens and counts one admitted: expected (11, 210, 1), got "
+        f"{(a.reserved_blocks, a.reserved_tokens, a.admitted)}")
     u = a.admit(1, 1)
     a.release(t)
     a.release(t)

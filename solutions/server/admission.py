@@ -15,32 +15,35 @@ from .protocol import APIError, bad
 
 
 class AdmissionControl:
-    """Admit requests by the KV memory they may need, not by how many they are.
-
-    `num_blocks` blocks of `block_size` tokens hold the KV memory of the running requests;
-    an admitted request reserves its worst case, `request_blocks(...)`. What exceeds the
-    memory waits in the engine's queue: at most `capacity_blocks` blocks are reserved at
-    once (the memory plus the queue, given code below). Counters: `reserved_blocks`,
-    `reserved_tokens`, `admitted`, `rejected`; `draining` (set at shutdown) refuses all.
-    Thread-safe (`self._lock`): the event loop admits, the engine thread releases.
-    """
+    """Admit requests by the KV memory they may need (`num_blocks` blocks of `block_size`
+    tokens), not by how many they are. An admitted request reserves its worst case; at most
+    `capacity_blocks` (the memory plus a queue, given code below) are reserved at once.
+    Counters: `reserved_blocks`, `reserved_tokens`, `admitted`, `rejected`; `draining` (set at
+    shutdown) refuses all. Thread-safe (`self._lock`): the event loop admits, the engine
+    thread releases."""
 
     def admit(self, prompt_tokens: int, max_tokens: int, n: int = 1) -> Ticket:
-        """Reserve a request's worst case, `request_blocks(prompt_tokens, max_tokens, n,
-        block_size)` blocks and n * (prompt_tokens + max_tokens) tokens; return its Ticket
-        and count it in `admitted`. Refused, reserving nothing, checked in this order: more
-        blocks than `num_blocks` -> APIError 400, param "max_tokens", code
-        "kv_cache_too_small" (never fits, not counted); `draining` -> 503, code
-        "shutting_down"; `reserved_blocks` + its blocks over `capacity_blocks` -> 503, code
-        "overloaded". Both 503s: type "service_unavailable_error", header `Retry-After` =
-        str(retry_after_s), and `rejected` += 1."""
+        """Reserve a request's worst case: `Ticket(blocks, tokens)`, blocks = `request_blocks(
+        prompt_tokens, max_tokens, n, block_size)`, tokens = n * (prompt_tokens + max_tokens);
+        `reserved_blocks`/`reserved_tokens` grow by them, `admitted` by one. Raises APIError,
+        reserving nothing: 400, param "max_tokens", code "kv_cache_too_small" for more blocks
+        than `num_blocks` (never fits; not in `rejected`); 503, code "shutting_down" while
+        `draining`; 503, code "overloaded" when `reserved_blocks` + its blocks would pass
+        `capacity_blocks` (exactly full admits). Both 503s: type "service_unavailable_error",
+        header `Retry-After` = str(retry_after_s), `rejected` += 1. When several apply, the
+        one that tells the client most wins: never-fits (retrying cannot help) over draining
+        over overloaded. No admit or release sees the counters halfway through another's
+        change (two admits never both take the last free blocks)."""
         # BEGIN SOLUTION 7.2
         # DECISION: what is reserved (the worst case: blocks for prompt + max_tokens of n choices),
         #   the refusals' precedence (never-fits 400 before draining before full), the boundary
         #   (exactly full admits), and the invariant that admit and release, on two threads, never
         #   interleave their reads and writes of the counters.
+        # HINT: The precedence is the order of your checks: the first refusal that applies
+        #   raises, so test first the one that must win.
         # HINT: Compute the need first (`request_blocks`); a need larger than the whole
-        #   memory is the client's fault (400), before any lock.
+        #   memory is the client's fault (400): it depends on no counter, so it needs no lock
+        #   and comes before draining and overload.
         # HINT: Everything that reads or changes the counters happens under `self._lock`,
         #   or two threads both see room for the last blocks.
         # HINT: Under the lock: draining or `reserved_blocks + need > capacity_blocks` is a
@@ -69,8 +72,10 @@ class AdmissionControl:
         # END SOLUTION
 
     def release(self, ticket: Ticket) -> None:
-        """Hand a ticket's reservation back (blocks and tokens), once: mark it `released`;
-        releasing it again changes nothing."""
+        """Hand a ticket's reservation back: `reserved_blocks` and `reserved_tokens` shrink by
+        its blocks and tokens, and the ticket is marked `released`. A ticket is handed back at
+        most once: releasing a released ticket changes nothing, also when two threads release
+        it at the same time. Thread-safe with `admit`."""
         # BEGIN SOLUTION 7.2
         # HINT: Under the same lock: a released ticket returns at once; else flag it and
         #   subtract its blocks and tokens.
