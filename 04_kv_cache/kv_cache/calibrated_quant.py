@@ -1,6 +1,6 @@
 # GENERATED from solutions/kv_cache/calibrated_quant.py by `course stubs --write`: fill in the bodies that raise NotImplementedError.
 # The lesson is 04_kv_cache/04_kv_cache.ipynb. Exercises in this file (line of each hole, then the commands):
-#   4.10 AWQ: activation-aware INT4 scales: line 30; `course check 4.10`, `course hint 4.10`
+#   4.10 AWQ: activation-aware INT4 scales: line 37; `course check 4.10`, `course hint 4.10`
 """Exercise 4.10: AWQ, activation-aware scales for INT4 weights (Lin et al., arXiv:2306.00978)."""
 
 from __future__ import annotations
@@ -18,13 +18,20 @@ def awq_search(weight: torch.Tensor, x: torch.Tensor, group_size: int = 32,
                grid: int = 20) -> tuple[torch.Tensor, float]:
     """AWQ's per-input-channel scales for one Linear's INT4 weight (Lin et al., 2023).
 
-    weight (out, in), x (N, in) the layer's inputs on calibration data. a = mean |x| over the
-    N rows, per channel, in float32, clamped to >= 1e-4. For alpha in 0, 1/grid, ...,
-    (grid-1)/grid: s = a ** alpha, divided by sqrt(max(s) * min(s)); its error is
-    err(s) = mean((x @ weight.T - x @ Wq(s).T) ** 2) with Wq(s) = dequantize_int4(
-    quantize_int4(weight * s, group_size), group_size) / s (column j times s[j], then back).
-    Returns (s (in,) float32, alpha) of the smallest err, the first alpha on a tie. alpha 0 is
-    s = 1, round-to-nearest: the result's error on x never exceeds RTN's.
+    Args: weight (out, in) floating (not modified); x (N, in) the layer's inputs on
+    calibration data; group_size the INT4 group width (divides in); grid >= 1 candidates.
+    Returns: (s, alpha), s (in,) float32 and alpha a float: of the candidates below, the one
+    whose quantised layer's OUTPUT on x is closest to the float layer's (not the one whose
+    weight is closest); on equal errors the smaller alpha.
+    Definitions (the tests compare with them):
+      a        mean |x| over the N rows, per input channel, float32, clamped to >= 1e-4;
+      s_alpha  a ** alpha / sqrt(max(a ** alpha) * min(a ** alpha)), for each alpha =
+               k / grid, k = 0 .. grid-1 (alpha 0 is s = 1: round-to-nearest, RTN);
+      Wq(s)    dequantize_int4(quantize_int4(weight * s, group_size), group_size) / s:
+               column j scaled by s[j] before rounding, and back after;
+      err(s)   mean((x @ weight.T - x @ Wq(s).T) ** 2), over all N x out entries.
+    So the result's error on x never exceeds RTN's.
+    Raises: TypeError, ValueError for bad shapes, group_size or grid (given).
     """
     _check_awq(weight, x, group_size, grid)
     raise NotImplementedError('Exercise 4.10: AWQ: activation-aware INT4 scales — see 04_kv_cache.ipynb')

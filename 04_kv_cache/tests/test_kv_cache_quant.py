@@ -236,10 +236,13 @@ def test_awq_beats_round_to_nearest_when_a_few_input_channels_are_large():
     x = torch.randn(512, 64, generator=gen(13))
     x[:, [5, 40]] *= 30.0  # outlier activation channels: the case AWQ exists for
     s, alpha = kc.awq_search(w, x, group_size=32, grid=20)
-    assert s.shape == (64,) and s.dtype == torch.float32 and 0 < alpha < 1
+    assert s.shape == (64,) and s.dtype == torch.float32, f"s must be (in,) float32, got {tuple(s.shape)} {s.dtype}"
+    assert 0 < alpha < 1, (f"alpha {alpha}: with two input channels 30x larger, some alpha in (0, 1) gives a smaller "
+                           f"OUTPUT error than RTN (alpha 0); judge candidates by x @ Wq.T against x @ W.T")
     rtn, awq = _rtn_error(w, x, 32), _error(w, x, s, 32)
     assert awq < 0.6 * rtn, f"AWQ output error {awq:.4g} vs round-to-nearest {rtn:.4g}"
-    assert s[5] > s.median() and s[40] > s.median()  # the large channels are scaled up
+    assert s[5] > s.median() and s[40] > s.median(), \
+        "the large-activation channels must get the larger scales: s = mean|x| ** alpha, normalised"
 
 
 @pytest.mark.exercise("4.10")
@@ -248,13 +251,18 @@ def test_awq_scales_follow_the_chosen_alpha_and_never_lose_to_rtn():
     x = torch.randn(64, 32, generator=gen(15)) * torch.linspace(0.1, 3.0, 32)
     s, alpha = kc.awq_search(w, x, group_size=16, grid=10)
     a = x.abs().mean(0) ** alpha
-    torch.testing.assert_close(s, a / (a.max() * a.min()).sqrt(), rtol=1e-5, atol=0)
+    torch.testing.assert_close(s, a / (a.max() * a.min()).sqrt(), rtol=1e-5, atol=0, msg=lambda m: (
+        f"s must be mean|x| ** alpha divided by sqrt(max * min) of those (alpha = {alpha}): {m}"))
     best = min(_error(w, x, (x.abs().mean(0) ** (i / 10)) / ((x.abs().mean(0) ** (i / 10)).max()
                                                              * (x.abs().mean(0) ** (i / 10)).min()).sqrt(), 16)
                for i in range(10))
-    assert _error(w, x, s, 16) <= best * (1 + 1e-4) and _error(w, x, s, 16) <= _rtn_error(w, x, 16) * (1 + 1e-6)
+    got = _error(w, x, s, 16)
+    assert got <= best * (1 + 1e-4), (f"output error {got:.6g} of the chosen alpha {alpha}, but a candidate "
+                                      f"k/grid reaches {best:.6g}: the smallest output error over k = 0..grid-1 wins")
+    assert got <= _rtn_error(w, x, 16) * (1 + 1e-6), "alpha 0 (s = 1, RTN) is a candidate: AWQ never loses to RTN"
     s1, alpha1 = kc.awq_search(w, x, group_size=16, grid=1)  # the one candidate: alpha 0, plain RTN
-    assert alpha1 == 0 and torch.equal(s1, torch.ones(32))
+    assert alpha1 == 0 and torch.equal(s1, torch.ones(32)), (
+        f"grid=1 has one candidate, alpha 0 with s = 1 exactly; got alpha {alpha1}, s {s1[:4].tolist()}...")
 
 
 @pytest.mark.exercise("4.10")

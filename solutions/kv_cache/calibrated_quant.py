@@ -15,13 +15,20 @@ def awq_search(weight: torch.Tensor, x: torch.Tensor, group_size: int = 32,
                grid: int = 20) -> tuple[torch.Tensor, float]:
     """AWQ's per-input-channel scales for one Linear's INT4 weight (Lin et al., 2023).
 
-    weight (out, in), x (N, in) the layer's inputs on calibration data. a = mean |x| over the
-    N rows, per channel, in float32, clamped to >= 1e-4. For alpha in 0, 1/grid, ...,
-    (grid-1)/grid: s = a ** alpha, divided by sqrt(max(s) * min(s)); its error is
-    err(s) = mean((x @ weight.T - x @ Wq(s).T) ** 2) with Wq(s) = dequantize_int4(
-    quantize_int4(weight * s, group_size), group_size) / s (column j times s[j], then back).
-    Returns (s (in,) float32, alpha) of the smallest err, the first alpha on a tie. alpha 0 is
-    s = 1, round-to-nearest: the result's error on x never exceeds RTN's.
+    Args: weight (out, in) floating (not modified); x (N, in) the layer's inputs on
+    calibration data; group_size the INT4 group width (divides in); grid >= 1 candidates.
+    Returns: (s, alpha), s (in,) float32 and alpha a float: of the candidates below, the one
+    whose quantised layer's OUTPUT on x is closest to the float layer's (not the one whose
+    weight is closest); on equal errors the smaller alpha.
+    Definitions (the tests compare with them):
+      a        mean |x| over the N rows, per input channel, float32, clamped to >= 1e-4;
+      s_alpha  a ** alpha / sqrt(max(a ** alpha) * min(a ** alpha)), for each alpha =
+               k / grid, k = 0 .. grid-1 (alpha 0 is s = 1: round-to-nearest, RTN);
+      Wq(s)    dequantize_int4(quantize_int4(weight * s, group_size), group_size) / s:
+               column j scaled by s[j] before rounding, and back after;
+      err(s)   mean((x @ weight.T - x @ Wq(s).T) ** 2), over all N x out entries.
+    So the result's error on x never exceeds RTN's.
+    Raises: TypeError, ValueError for bad shapes, group_size or grid (given).
     """
     _check_awq(weight, x, group_size, grid)
     # BEGIN SOLUTION 4.10
@@ -31,8 +38,11 @@ def awq_search(weight: torch.Tensor, x: torch.Tensor, group_size: int = 32,
     # HINT: The idea: a channel whose inputs are large matters more to the output; scaling
     #   its weight column UP before rounding makes its relative rounding error smaller (at
     #   the cost of the group's other columns), and dividing by s afterwards undoes the scale.
-    # HINT: Compute the reference output x @ weight.T once, then try every alpha and keep the
-    #   best (strictly smaller error replaces the best so far).
+    # HINT: Which error to minimise: the layer exists for its output, so judge each candidate
+    #   by x @ Wq(s).T against x @ weight.T on the calibration inputs, not by Wq(s) - weight.
+    # HINT: Compute the reference output x @ weight.T once (in float32), then try every alpha
+    #   in order and keep the best: only a strictly smaller error replaces it, so a tie keeps
+    #   the first (smallest) alpha, and alpha 0 (s = 1) is the first candidate.
     w, x = weight.float(), x.float()
     a = x.abs().mean(dim=0).clamp_min(1e-4)
     ref = x @ w.T
