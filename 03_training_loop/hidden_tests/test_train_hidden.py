@@ -145,11 +145,12 @@ def test_sample_contexts_minimal_stream_and_every_offset():
     assert (X == np.arange(4)).all() and (Y == 4).all()  # one window only
     tokens = np.arange(100, dtype=np.uint8)
     X, Y = train.sample_contexts(tokens, 4000, 3, np.random.default_rng(1))
-    # ONE rng.integers(0, N - context, size=batch_size) call (the docstring): the same offsets
+    # ONE rng.integers(0, high, size=batch_size) call, high = the count of valid offsets (the docstring)
     course.answer("first_windows", [X[:16], Y[:16]])
     course.answer("offset_counts", np.bincount(X[:, 0], minlength=97))
     assert (X[:, 1:] == X[:, :-1] + 1).all() and (Y == X[:, -1] + 1).all()
-    assert set(X[:, 0].tolist()) == set(range(97))  # every offset 0..N-context-1 is drawn
+    assert set(X[:, 0].tolist()) == set(range(97)), \
+        "every offset 0..N-context-1 (here 0..96) must be possible, and none past it"
 
 
 @pytest.mark.exercise("3.5")
@@ -210,7 +211,7 @@ def test_get_batch_minimal_stream_and_generator_state():
     long = torch.arange(1000) % 250
     a = [train.get_batch(long, 2, 4, g1) for _ in range(3)]
     b = [train.get_batch(long, 2, 4, g2) for _ in range(3)]
-    # ONE torch.randint(0, N - T, (B,), generator=...) per call (the docstring): the same batches
+    # ONE torch.randint(0, high, (B,), generator=...) per call, high = the count of valid starts
     course.answer("batches", [list(batch) for batch in a])
     assert all(torch.equal(p[0], q[0]) for p, q in zip(a, b))
     assert not torch.equal(a[0][0], a[1][0])

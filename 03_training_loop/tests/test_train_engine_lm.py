@@ -20,13 +20,17 @@ TOKENS = SOURCE.astype(np.int64)
 def test_sample_contexts_are_windows_of_the_stream():
     tokens = np.arange(100, 160)  # distinct values: a window's start can be read off
     X, Y = train.sample_contexts(tokens, 500, 5, np.random.default_rng(0))
-    assert X.shape == (500, 5) and Y.shape == (500,) and X.dtype == Y.dtype == np.int64
+    assert X.shape == (500, 5) and Y.shape == (500,) and X.dtype == Y.dtype == np.int64, (
+        f"X must be (batch_size, context) int64 and Y (batch_size,) int64, got {X.shape} {X.dtype}, {Y.shape} {Y.dtype}")
     starts = X[:, 0] - 100
-    np.testing.assert_array_equal(X, 100 + starts[:, None] + np.arange(5))
-    np.testing.assert_array_equal(Y, 100 + starts + 5)
-    assert starts.min() == 0 and starts.max() == 60 - 5 - 1  # every start reachable, none past the end
+    np.testing.assert_array_equal(X, 100 + starts[:, None] + np.arange(5),
+                                  err_msg="each row of X must be `context` consecutive tokens of the stream")
+    np.testing.assert_array_equal(Y, 100 + starts + 5, err_msg="Y[i] must be the token right after X[i]'s window")
+    assert starts.min() == 0 and starts.max() == 60 - 5 - 1, (
+        f"offsets drawn span {starts.min()}..{starts.max()}: with N = 60 and context 5 every offset 0..54 must be "
+        f"possible (offset 54, window 54..58, is the last whose target, 59, is inside the stream) and none past it")
     again = train.sample_contexts(tokens, 500, 5, np.random.default_rng(0))
-    np.testing.assert_array_equal(again[0], X)  # the generator decides
+    np.testing.assert_array_equal(again[0], X, err_msg="the same seed must give the same batch: the generator decides")
     with pytest.raises(ValueError):
         train.sample_contexts(tokens[:5], 1, 5, np.random.default_rng(0))
 

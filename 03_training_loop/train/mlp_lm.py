@@ -1,6 +1,6 @@
 # GENERATED from solutions/train/mlp_lm.py by `course stubs --write`: fill in the bodies that raise NotImplementedError.
 # The lesson is 03_training_loop/03_training_loop.ipynb. Exercises in this file (line of each hole, then the commands):
-#   3.5 Byte-level MLP language model: lines 36, 74; `course check 3.5`, `course hint 3.5`
+#   3.5 Byte-level MLP language model: lines 40, 83; `course check 3.5`, `course hint 3.5`
 """A byte-level MLP language model on the stage-01 engine (Bengio et al., 2003), its batches,
 and its PyTorch twin (an oracle, and the other side of bench.py's comparison)."""
 
@@ -17,15 +17,19 @@ from solutions.tokenizer import VOCAB_SIZE
 
 def sample_contexts(tokens: np.ndarray, batch_size: int, context: int,
                     rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """`batch_size` random (context, next token) pairs from a token stream: (X, Y).
+    """`batch_size` random (context, next token) pairs cut from a token stream.
 
-    tokens: (N,) integer ids. For offsets s drawn with ONE call `rng.integers(0, N - context,
-    size=batch_size)` (every s in 0 .. N-context-1 equally likely, none past the end; the
-    generator alone decides, so the same seed gives the same batch): X (batch_size, context)
-    int64 with X[i] = tokens[s_i : s_i+context], and Y (batch_size,) int64 with
-    Y[i] = tokens[s_i+context]. `tokens` is not modified.
-    ValueError: batch_size or context not an int >= 1; tokens not a 1-D integer array;
-    fewer than context + 1 tokens.
+    Args: tokens (N,) integer ids (any integer dtype; not modified); batch_size, context
+    ints >= 1; rng a numpy Generator, the only source of randomness.
+    Returns: (X, Y), X (batch_size, context) int64, Y (batch_size,) int64: row i is the
+    window at an offset s_i and the token right after it, X[i] = tokens[s_i : s_i+context],
+    Y[i] = tokens[s_i+context].
+    Offsets: every offset whose window AND target lie inside the stream can come up, all
+    equally likely, the first and the last one included; no other. They are ONE draw
+    `rng.integers(0, high, size=batch_size)`, high the count of those offsets, and nothing
+    else draws from rng: the same seed gives the same batch as the reference's.
+    Raises: ValueError for batch_size or context not an int >= 1, tokens not a 1-D integer
+    array, fewer than context + 1 tokens.
     """
     check_ints(1, batch_size=batch_size, context=context)
     tokens = np.asarray(tokens)
@@ -59,11 +63,16 @@ class MLPLanguageModel(Module):
         self.out = Linear(hidden, vocab_size, rng=rng)
 
     def forward(self, idx: np.ndarray) -> Tensor:
-        """idx: (B, context) integer ids -> (B, vocab_size) logits Tensor, in the engine's graph.
+        """The next-token logits of each window.
 
-        Equal to `TorchMLPLanguageModel.from_engine(self)` (float32, 1e-5), gradients included:
-        a token used twice in a window adds up both gradients in its embedding row.
-        ValueError: idx not integers of shape (B, context); an id outside [0, vocab_size).
+        Args: idx (B, context) integer ids in [0, vocab_size).
+        Returns: (B, vocab_size) float32 logits, a Tensor in the engine's graph (backward
+        reaches `embedding`, `hidden` and `out`). The function is the class's: equal to
+        `TorchMLPLanguageModel.from_engine(self)` (float32, 1e-5), gradients included; a
+        window's vectors are concatenated in window order, and a token used twice in a
+        window adds both gradients into its embedding row.
+        Raises: ValueError for idx not integers of shape (B, context), or an id outside
+        [0, vocab_size) (given).
         """
         idx = np.asarray(idx)
         if idx.ndim != 2 or idx.shape[1] != self.context or idx.dtype.kind not in "iu":
