@@ -45,14 +45,21 @@ def test_get_batch_windows_and_targets():
     tokens = torch.arange(1000, 1100, dtype=torch.int16)
     g = torch.Generator().manual_seed(0)
     x, y = train.get_batch(tokens, 400, 8, g)
-    assert x.shape == y.shape == (400, 8) and x.dtype == y.dtype == torch.int64
+    assert x.shape == y.shape == (400, 8) and x.dtype == y.dtype == torch.int64, (
+        f"x and y must be (batch_size, T) int64 (widened from the int16 stream), got {tuple(x.shape)} {x.dtype}, "
+        f"{tuple(y.shape)} {y.dtype}")
     starts = x[:, 0] - 1000
-    assert torch.equal(x, 1000 + starts[:, None] + torch.arange(8))  # contiguous windows of the stream
-    assert torch.equal(y[:, :-1], x[:, 1:]) and torch.equal(y[:, -1], x[:, -1] + 1)  # shifted by one
-    assert int(starts.min()) == 0 and int(starts.max()) == 100 - 8 - 1  # every start reachable, none past
+    assert torch.equal(x, 1000 + starts[:, None] + torch.arange(8)), "each row of x must be T consecutive tokens"
+    assert torch.equal(y[:, :-1], x[:, 1:]) and torch.equal(y[:, -1], x[:, -1] + 1), \
+        "y must be x one token later: y[i] = tokens[s+1 : s+T+1]"
+    assert int(starts.min()) == 0 and int(starts.max()) == 100 - 8 - 1, (
+        f"starts drawn span {int(starts.min())}..{int(starts.max())}: with N = 100 and T = 8 every start 0..91 must "
+        f"be possible (start 91: y ends on the stream's last token) and none past it")
     g2 = torch.Generator().manual_seed(0)
-    assert torch.equal(train.get_batch(tokens, 400, 8, g2)[0], x)  # the generator is the data position
-    assert not torch.equal(train.get_batch(tokens, 400, 8, g)[0], x)  # and it moves on
+    assert torch.equal(train.get_batch(tokens, 400, 8, g2)[0], x), \
+        "the same generator state must give the same batch: the generator is the data position"
+    assert not torch.equal(train.get_batch(tokens, 400, 8, g)[0], x), \
+        "each call must move the generator on (draw the starts from it, once per call)"
 
 
 @pytest.mark.exercise("3.7")

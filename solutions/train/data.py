@@ -14,16 +14,20 @@ from solutions.tokenizer import EOT
 
 def get_batch(tokens: torch.Tensor, batch_size: int, block_size: int,
               generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
-    """`batch_size` windows at random offsets of a token stream: (x, y), inputs and targets.
+    """`batch_size` training windows at random offsets of a token stream: (x, y).
 
-    tokens: (N,) integer ids (any integer dtype). x and y are (batch_size, block_size) int64;
-    for a start s, x = tokens[s : s+T] and y = tokens[s+1 : s+T+1] (y is x shifted by one).
-    The starts come from ONE call `torch.randint(0, N - T, (batch_size,), generator=generator)`:
-    every s in 0 .. N-T-1 equally likely, none past the end, and nothing else draws from the
-    generator, so its state IS the data position (the same state gives the same batch, and
-    each call moves it on). `tokens` is not modified.
-    TypeError: tokens not a 1-D integer torch.Tensor. ValueError: batch_size or block_size
-    not an int >= 1; fewer than block_size + 1 tokens ("too short").
+    Args: tokens (N,) integer ids, any integer dtype (not modified); batch_size, block_size
+    (T) ints >= 1; generator a torch.Generator, whose state IS the data position.
+    Returns: (x, y), both (batch_size, T) int64 whatever the stream's dtype: row i is the
+    window at a start s_i and its targets, the same window one token later: x[i] =
+    tokens[s_i : s_i+T], y[i] = tokens[s_i+1 : s_i+T+1].
+    Starts: every start whose x and y both lie inside the stream can come up, all equally
+    likely, the first and the last one included; no other. They are ONE draw
+    `torch.randint(0, high, (batch_size,), generator=generator)`, high the count of those
+    starts, and nothing else draws from the generator: the same state gives the same batch
+    as the reference's, and each call moves it on.
+    Raises: TypeError for tokens not a 1-D integer torch.Tensor; ValueError for batch_size or
+    block_size not an int >= 1, or fewer than block_size + 1 tokens ("too short").
     """
     check_ints(1, batch_size=batch_size, block_size=block_size)
     _check_stream(tokens)
@@ -33,6 +37,8 @@ def get_batch(tokens: torch.Tensor, batch_size: int, block_size: int,
     # DECISION: the shift and the bounds: y is x moved by one token, the largest start leaves T + 1
     #   tokens, one draw from the generator per call, and where to widen to int64 (only the gathered
     #   windows).
+    # HINT: One window of T + 1 tokens holds both x and y (they overlap in T - 1 tokens); the
+    #   last valid start leaves T + 1 tokens: a stream of 10 and T = 4 starts at 0..5.
     # HINT: Gather windows of T + 1 tokens at once: starts[:, None] + torch.arange(T + 1)
     #   indexes a (B, T+1) block of the stream; no Python loop.
     # HINT: Widen to int64 (.long()) only the gathered windows; x is all but the last column,
