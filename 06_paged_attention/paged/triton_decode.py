@@ -1,6 +1,6 @@
 # GENERATED from solutions/paged/triton_decode.py by `course stubs --write`: fill in the bodies that raise NotImplementedError.
 # The lesson is 06_paged_attention/06_paged_attention.ipynb. Exercises in this file (line of each hole, then the commands):
-#   6.5 A Triton paged-decode kernel: lines 36, 65; `course check 6.5`, `course hint 6.5`
+#   6.5 A Triton paged-decode kernel: lines 39, 68; `course check 6.5`, `course hint 6.5`
 """The Triton paged-decode kernel (6.5): decode attention straight from the pools, no gather."""
 
 from __future__ import annotations
@@ -26,13 +26,16 @@ def _paged_decode_kernel(out_ptr, q_ptr, k_ptr, v_ptr, bt_ptr, seq_lens_ptr, sca
                          stride_btb, stride_ob, stride_oh,
                          HEAD_DIM: tl.constexpr, BLOCK_SIZE: tl.constexpr,
                          BLOCK_T: tl.constexpr, BLOCK_D: tl.constexpr):
-    """One program per (sequence b, head h), grid (B, H): out[b, h] = softmax(q[b, h] .
-    K^T * scale) V over the seq_lens[b] cached tokens of row b, read one block at a time
-    through its block table, accumulated in fp32 and stored in out's dtype; nothing of
-    size seq_len is materialised. BLOCK_T, BLOCK_D: powers of two >= BLOCK_SIZE, HEAD_DIM
-    (tl.arange needs them); lanes past those are masked. Never loads a slot past seq_len
-    (it may hold NaN). Block ids (the table may be int32) are widened to int64 before they
-    multiply the block stride: in a pool of more than 2**31 elements the offsets pass int32."""
+    """Decode attention for one (sequence b, head h) = (tl.program_id(0), tl.program_id(1)),
+    launched on grid (B, H). Writes out[b, h] (HEAD_DIM values, in out's dtype) =
+    softmax(q[b, h] . K^T * scale) V over the seq_lens[b] cached tokens of row b, whose token
+    t lives in slot t % BLOCK_SIZE of block block_table[b, t // BLOCK_SIZE] of the pools.
+    Invariants: fp32 arithmetic; the pools are read block by block in place (nothing of
+    size seq_len is materialised, nothing is gathered); a slot at or past seq_len is never
+    loaded (it may hold a previous owner's data or NaN); lanes past BLOCK_SIZE / HEAD_DIM
+    (BLOCK_T, BLOCK_D: powers of two >= them, as tl.arange needs) are masked; a block id
+    (the table may be int32) is int64 before it multiplies a stride, since offsets in a pool
+    of more than 2**31 elements pass int32."""
     raise NotImplementedError('Exercise 6.5: A Triton paged-decode kernel — see 06_paged_attention.ipynb')
 
 

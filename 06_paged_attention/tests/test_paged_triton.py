@@ -185,7 +185,7 @@ def test_kernel_on_a_pool_past_int32_offsets():
     got = p.paged_decode_triton(q, k, v, tables, q_pos)
     want = torch.nn.functional.scaled_dot_product_attention(
         q.float(), k[last].float().transpose(0, 1)[None], v[last].float().transpose(0, 1)[None])
-    torch.testing.assert_close(got.float(), want, atol=2e-3, rtol=2e-3)
+    torch.testing.assert_close(got.float(), want, atol=2e-3, rtol=2e-3, msg=lambda m: f"{WIDEN}: {m}")
     del k, v
     torch.cuda.empty_cache()
 
