@@ -93,6 +93,37 @@ MUTATIONS = (
       "seed = np.array(grad, dtype=self.dtype)",
       "seed = np.asarray(grad, dtype=self.dtype)",
       ("tests/test_autograd_backward.py::test_leaves_never_share_or_alias_gradient_arrays",)),
+    # 1.1, found working it from a release (issue 33): `visited` marked when a node is pushed
+    # rather than when it is expanded (a node then lands before a parent still on the stack);
+    # an op's float64 gradient handed to a float32 parent uncast; a grad of another shape
+    # broadcast instead of refused
+    M("01-topological-order-marks-visited-at-push", "autograd",
+      "        if id(node) in visited:\n"
+      "            continue\n"
+      "        visited.add(id(node))\n"
+      "        stack.append((node, True))  # comes back here after its parents\n"
+      "        for parent in node._parents:\n"
+      "            if parent.requires_grad and id(parent) not in visited:\n"
+      "                stack.append((parent, False))",
+      "        stack.append((node, True))  # comes back here after its parents\n"
+      "        for parent in node._parents:\n"
+      "            if parent.requires_grad and id(parent) not in visited:\n"
+      "                visited.add(id(parent))\n"
+      "                stack.append((parent, False))",
+      ("tests/test_autograd_backward.py::test_topological_order_puts_parents_first",),
+      more=(("    stack: list[tuple[Tensor, bool]] = [(root, False)]\n",
+             "    stack: list[tuple[Tensor, bool]] = [(root, False)]\n    visited.add(id(root))\n"),)),
+    M("01-backward-parent-gradient-not-cast", "autograd",
+      "                if pg.dtype != parent.data.dtype:\n"
+      "                    pg = pg.astype(parent.data.dtype)\n",
+      "",
+      ("tests/test_autograd_backward.py::test_gradients_take_the_leaf_dtype",)),
+    M("01-backward-grad-shape-unchecked", "autograd",
+      "            if seed.shape != self.shape:\n"
+      "                raise ValueError(",
+      "            if False:\n"
+      "                raise ValueError(",
+      ("tests/test_autograd_backward.py::test_explicit_gradient_for_a_non_scalar_output",)),
     # 1.2: a lost sign, an exponent off by one, the nan of x ** 0 at x = 0
     M("01-sub-forgets-the-sign", "autograd",
       "_unbroadcast(-g, b.shape) if b.requires_grad else None",
@@ -115,6 +146,18 @@ MUTATIONS = (
       "ties = winners.sum(axis=axes, keepdims=True, dtype=g.dtype)",
       "ties = winners.sum(dtype=g.dtype)",
       ("tests/test_autograd_ops.py::test_max_splits_the_gradient_between_ties",)),
+    # 1.3, found working it from a release (issue 33): the max compared with its un-kept
+    # result (a wrong broadcast), the sum's gradient broadcast without its reduced axes back
+    M("01-max-compares-with-the-unkept-max", "autograd",
+      "            winners = x == top\n",
+      "            winners = x == data\n",
+      ("tests/test_autograd_ops.py::test_reductions_match_torch",)),
+    M("01-sum-backward-axes-not-restored", "autograd",
+      "            if not keepdims:\n"
+      "                g = np.expand_dims(g, axes)\n"
+      "            return (np.broadcast_to(g, shape),)",
+      "            return (np.broadcast_to(g, shape),)",
+      ("tests/test_autograd_ops.py::test_reductions_match_torch",)),
     # 1.4: a 2-D right operand shared by a batch, its gradient not summed over the batch
     M("01-matmul-shared-matrix-not-summed", "autograd",
       "gb = a.data.reshape(-1, k).T @ g.reshape(-1, m)",

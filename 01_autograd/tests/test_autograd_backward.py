@@ -6,6 +6,8 @@ The graphs here are built with small ops defined in this file through `Tensor.fr
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 import torch
@@ -287,8 +289,20 @@ def test_explicit_gradient_for_a_non_scalar_output():
     g = np.arange(6.0).reshape(2, 3) - 2
     scale(x, 3.0).backward(g)
     np.testing.assert_allclose(x.grad, 3 * g)
-    with pytest.raises(ValueError, match=r"\(3, 2\).*\(2, 3\)|\(2, 3\).*\(3, 2\)"):
+    try:
         scale(x, 3.0).backward(np.ones((3, 2)))
+    except ValueError as error:
+        assert re.search(r"\(3, 2\).*\(2, 3\)|\(2, 3\).*\(3, 2\)", str(error)), (
+            f"backward(grad) of shape (3, 2) on a tensor of shape (2, 3): the ValueError must "
+            f"name both shapes, got {error!r}")
+    except Exception as error:  # e.g. NumPy's broadcast error from an unchecked grad
+        pytest.fail(f"backward(grad) with grad of shape (3, 2) on a tensor of shape (2, 3) must "
+                    f"raise a ValueError naming both shapes before any gradient flows (a grad of "
+                    f"another shape is never broadcast), got {type(error).__name__}: {error}")
+    else:
+        pytest.fail("backward(grad) with grad of shape (3, 2) on a tensor of shape (2, 3) must "
+                    "raise a ValueError naming both shapes (a grad of another shape is never "
+                    "broadcast); it raised nothing")
 
 
 @pytest.mark.exercise("1.1")
@@ -297,5 +311,8 @@ def test_gradients_take_the_leaf_dtype():
     # an op whose backward hands back float64 (as a float64 constant operand would)
     y = ag.Tensor.from_op(x.data * 2, (x,), lambda g: (g.astype(np.float64) * 2.0,))
     total(y).backward()
-    assert x.grad.dtype == np.float32
+    assert x.grad.dtype == np.float32, (
+        f"a float32 leaf got a .grad of dtype {x.grad.dtype}: each parent's gradient is cast to "
+        f"that parent's dtype (an op's backward may hand back float64), so a leaf's .grad always "
+        f"has the leaf's dtype")
     np.testing.assert_array_equal(x.grad, [2.0, 2.0, 2.0])

@@ -191,10 +191,15 @@ def test_reductions_match_torch(torch_check, name, case, seed):
 def test_max_splits_the_gradient_between_ties():
     x = ag.Tensor(np.array([[1.0, 3.0, 3.0], [5.0, 2.0, 5.0]]), requires_grad=True)
     x.max(axis=1).backward(np.array([1.0, 4.0]))
-    np.testing.assert_allclose(x.grad, [[0, 0.5, 0.5], [2.0, 0, 2.0]])
+    rule = ("the max's gradient goes only to the elements equal to the maximum of their slice, "
+            "and where k of them tie each gets 1/k of that slice's gradient (torch.amax)")
+    np.testing.assert_allclose(x.grad, [[0, 0.5, 0.5], [2.0, 0, 2.0]], err_msg=(
+        f"[[1, 3, 3], [5, 2, 5]].max(axis=1) with upstream [1, 4]: {rule}; expected "
+        f"[[0, 0.5, 0.5], [2, 0, 2]], got {x.grad.tolist()}"))
     y = ag.Tensor(np.array([2.0, 7.0, 7.0, 7.0]), requires_grad=True)
     y.max().backward()
-    np.testing.assert_allclose(y.grad, [0, 1 / 3, 1 / 3, 1 / 3])
+    np.testing.assert_allclose(y.grad, [0, 1 / 3, 1 / 3, 1 / 3], err_msg=(
+        f"[2, 7, 7, 7].max(): {rule}; expected [0, 1/3, 1/3, 1/3], got {y.grad.tolist()}"))
 
 
 @pytest.mark.exercise("1.3")
