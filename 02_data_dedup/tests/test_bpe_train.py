@@ -4,6 +4,8 @@ tokens never merged)."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -114,3 +116,135 @@ def test_train_bpe_refuses_bad_input():
         dd.train_bpe(["abc"], 300, ["<s>", "<s>"])
     with pytest.raises(TypeError):
         dd.train_bpe("abc", 300)
+
+
+# ------------------------------------------------ train_bpe against a slow trainer and HF's
+def slow_train(docs, vocab_size, special_tokens=(), tie="greatest bytes"):
+    """The whole of train_bpe, readably: cut at the special tokens, pre-tokenize, then at
+    every step recount every pair of every pre-token from scratch and merge the best one.
+
+    tie="greatest bytes" is this course's (CS336's) rule: highest count, then the greatest
+    (left bytes, right bytes). tie="smallest ids" is the rule of Hugging Face's BpeTrainer
+    (`impl Ord for Merge` in tokenizers/src/models/bpe/trainer.rs: equal counts pop the
+    smallest (left id, right id)), whose ids are the special tokens, then the 256 byte
+    characters sorted by code point, then each new token in the order it was made.
+    Returns (tokens, merges, tied): tokens in this course's id order for "greatest bytes",
+    in HF's id order for "smallest ids"; tied[k] says whether merge k had a tied count.
+    """
+    chars = [dd.bytes_to_unicode()[b] for b in range(256)]
+    specials = list(special_tokens)
+    words: dict[tuple[str, ...], int] = {}
+    cut = "|".join(re.escape(s) for s in sorted(specials, key=len, reverse=True))
+    for doc in docs:
+        for stretch in (re.split(cut, doc) if specials else [doc]):
+            for piece in dd.pretokenize(stretch):
+                w = tuple(chars[b] for b in piece.encode("utf-8"))
+                words[w] = words.get(w, 0) + 1
+    tokens = specials + (chars if tie == "greatest bytes" else sorted(chars))
+    ids = {t: i for i, t in enumerate(tokens)}
+    merges, tied = [], []
+    while len(tokens) < vocab_size:
+        counts: dict[tuple[str, str], int] = {}
+        for w, n in words.items():
+            for pair in zip(w, w[1:]):
+                counts[pair] = counts.get(pair, 0) + n
+        if not counts:
+            break
+        top = max(counts.values())
+        best_ones = [p for p, c in counts.items() if c == top]
+        tied.append(len(best_ones) > 1)
+        if tie == "greatest bytes":
+            best = max(best_ones, key=lambda p: (dd.token_to_bytes(p[0]), dd.token_to_bytes(p[1])))
+        else:
+            best = min(best_ones, key=lambda p: (ids[p[0]], ids[p[1]]))
+        merges.append(best)
+        if best[0] + best[1] not in ids:
+            ids[best[0] + best[1]] = len(tokens)
+            tokens.append(best[0] + best[1])
+        new: dict[tuple[str, ...], int] = {}
+        for w, n in words.items():
+            out, i = [], 0
+            while i < len(w):
+                if i + 1 < len(w) and (w[i], w[i + 1]) == best:
+                    out.append(w[i] + w[i + 1])
+                    i += 2
+                else:
+                    out.append(w[i])
+                    i += 1
+            new[tuple(out)] = new.get(tuple(out), 0) + n
+        words = new
+    return tokens, merges, tied
+
+
+def random_docs(seed, letters="abcé", n_words=30, n_docs=5, specials=()):
+    """Documents of repeated random words over a few letters (ties are common), with the
+    special tokens planted inside words and between them."""
+    rng = np.random.default_rng(seed)
+    words = ["".join(rng.choice(list(letters), int(rng.integers(1, 7)))) for _ in range(n_words)]
+    glue = [" ", " ", "  ", "\n", *specials]
+    docs = []
+    for _ in range(n_docs):
+        parts = [str(w) + str(rng.choice(glue)) for w in rng.choice(words, 20)]
+        docs.append("".join(parts))
+    return docs
+
+
+@pytest.mark.parametrize("seed,specials,extra", [
+    (0, (), 30), (1, ("<s>",), 40), (2, ("<|endoftext|>", "<s>"), 60), (3, ("<|im_start|>",), 25),
+    (4, (), 80)])
+def test_train_bpe_matches_the_slow_trainer(seed, specials, extra):
+    docs = random_docs(seed, specials=specials)
+    vocab = len(specials) + 256 + extra
+    result = dd.train_bpe(docs, vocab, list(specials))
+    tokens, merges, tied = slow_train(docs, vocab, specials)
+    assert any(tied), "these corpora are meant to force ties"
+    for k, (got, want) in enumerate(zip(result.merges, merges)):
+        assert tuple(got) == want, (
+            f"merge {k}: got {got}, the rule gives {want} (highest count over all pre-tokens, weighted "
+            f"by their repeats, overlapping pairs each counted, never across a pre-token or a special "
+            f"token; a tie goes to the greatest (left bytes, right bytes)); a tie here: {tied[k]}")
+    assert len(result.merges) == len(merges), "one merge per new token, until vocab_size or no pairs left"
+    assert result.tokens == tokens, "tokens: the special tokens, the 256 bytes in byte order, then one per new merge"
+
+
+def test_forced_ties_between_mirror_words():
+    # every pair of "ab ba cd dc xy yx" occurs equally often: only the tie rule decides
+    docs = ["ab ba cd dc xy yx"] * 3
+    result = dd.train_bpe(docs, 256 + 20)
+    tokens, merges, tied = slow_train(docs, 256 + 20)
+    assert all(tied[:10])
+    assert [tuple(m) for m in result.merges][:6] == [("y", "x"), ("x", "y"), ("d", "c"), ("c", "d"), ("b", "a"), ("a", "b")], (
+        "equal counts: the greatest pair as bytes wins ((y, x) before (x, y), (d, c) before (c, d))")
+    assert [tuple(m) for m in result.merges] == merges and result.tokens == tokens
+    assert len(result.tokens) == 256 + 11, "no pairs left after 11 merges: fewer tokens than vocab_size"
+
+
+def test_train_bpe_matches_hugging_face_until_the_first_tie():
+    """HF's BpeTrainer and this course count the same pairs the same way; only ties differ
+    (HF: smallest ids; here: greatest bytes). So the merges agree up to the first tie, and
+    a slow trainer with HF's tie rule reproduces HF's merges and vocabulary entirely."""
+    pytest.importorskip("tokenizers")
+    import json
+
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+
+    for seed in (10, 11, 12, 13):
+        docs = random_docs(seed, letters="abcdeé", n_words=40)
+        vocab = 1 + 256 + 30
+        hf = Tokenizer(models.BPE())
+        hf.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+        hf.train_from_iterator(docs, trainers.BpeTrainer(
+            vocab_size=vocab, special_tokens=["<s>"], min_frequency=0, show_progress=False,
+            initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+        model = json.loads(hf.to_str())["model"]
+        hf_merges = [tuple(m) if isinstance(m, list) else tuple(m.split(" ")) for m in model["merges"]]
+        hf_tokens = sorted(model["vocab"], key=model["vocab"].get)
+        ours = [tuple(m) for m in dd.train_bpe(docs, vocab, ["<s>"]).merges]
+        _, _, tied = slow_train(docs, vocab, ["<s>"])
+        first_tie = tied.index(True) if True in tied else len(tied)
+        assert first_tie >= 1
+        assert ours[:first_tie] == hf_merges[:first_tie], (
+            f"seed {seed}: before the first tie (merge {first_tie}) the counts alone decide, "
+            "so the merges must be HF's")
+        assert slow_train(docs, vocab, ["<s>"], tie="smallest ids")[:2] == (hf_tokens, hf_merges), (
+            "with HF's tie rule the slow trainer is HF's trainer: the counting rules are the same")
