@@ -124,3 +124,25 @@ def test_learn_merges_other_pieces():
             pieces[p] = pieces.get(p, 0) + int(rng.integers(1, 4))
         outs.append([[a.hex(), b.hex()] for a, b in dd.learn_merges(pieces, 25)])
     course.answer("merges", outs)
+
+
+@pytest.mark.exercise("2.13")
+def test_train_bpe_against_the_slow_trainer_other_corpora():
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.spec_from_file_location(
+        "_visible_bpe_train", Path(__file__).parents[1] / "tests" / "test_bpe_train.py")
+    visible = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(visible)
+    outs = []
+    for seed, specials, letters in ((101, ("<|endoftext|>",), "xyz "), (102, ("<a>", "<ab>"), "abé中"),
+                                    (103, (), "aab"), (104, ("<s>",), "pq\u0301")):
+        docs = visible.random_docs(seed, letters=letters, n_words=25, specials=specials)
+        vocab = len(specials) + 256 + 45
+        got = dd.train_bpe(docs, vocab, list(specials))
+        tokens, merges, _ = visible.slow_train(docs, vocab, specials)
+        assert [tuple(m) for m in got.merges] == merges, f"seed {seed}: merges differ from the slow trainer's"
+        assert got.tokens == tokens
+        outs.append([list(m) for m in got.merges])
+    course.answer("merges", outs)
