@@ -1,7 +1,7 @@
 # GENERATED from solutions/dedup/bpe.py by `course stubs --write`: fill in the bodies that raise NotImplementedError.
 # The lesson is 02_data_dedup/02_data_dedup.ipynb. Exercises in this file (line of each hole, then the commands):
-#   2.11 BPE encoding: merges by rank, special tokens whole: lines 37, 73, 77; `course check 2.11`, `course hint 2.11`
-#   2.12 Decoding any id sequence: line 88; `course check 2.12`, `course hint 2.12`
+#   2.11 BPE encoding: merges by rank, special tokens whole: lines 37, 75, 79; `course check 2.11`, `course hint 2.11`
+#   2.12 Decoding any id sequence: line 90; `course check 2.12`, `course hint 2.12`
 """Byte-level BPE encoding and decoding (exercises 2.11, 2.12): text -> token ids -> text.
 
 Sennrich et al. 2016 ("Neural Machine Translation of Rare Words with Subword Units") learn
@@ -27,10 +27,10 @@ def merge_ids(ids: Sequence[int], ranks: dict[tuple[int, int], tuple[int, int]])
     """One pre-token's ids after BPE: `ids` with the merges of `ranks` applied by rank.
 
     `ranks[(a, b)] = (rank, c)`: the adjacent pair of ids a, b may merge into id c, and
-    rank 0 is the first merge learned. While some adjacent pair has a rank, the pair of
-    LOWEST rank merges; where that pair occurs more than once, its leftmost occurrence
-    merges first, and then the pairs are looked at again (so with a, a -> aa, `[a, a, a]`
-    gives `[aa, a]`). How often a pair occurs, or where it is, never matters beyond that.
+    rank 0 is the first merge learned. The rule: each merge done is, among the adjacent
+    pairs present at that moment, the one of LOWEST rank, at its leftmost occurrence; the
+    result holds no adjacent pair that has a rank. So with a, a -> aa, `[a, a, a]` gives
+    `[aa, a]`. How often a pair occurs, or where it is, never matters beyond that.
     Returns a new list (`ids` itself, a list or tuple, is not changed); fewer than two ids
     come back as they are.
     """
@@ -56,12 +56,14 @@ class ByteLevelBPE:
     def encode(self, text: str) -> list[int]:
         """The token ids of `text`.
 
-        Each special token in `text` (leftmost first; of two that start at one place, the
-        longer) becomes its own id, whatever surrounds it. Each stretch of text between
-        them is cut by `pretokenize(stretch, self.pretokenizer)`; each piece's UTF-8 bytes
-        become `byte_ids` and go through `merge_ids(..., self.ranks)`. The ids of all
-        pieces, in order, are the result (`[]` for `""`); `decode(encode(t)) == t` for any
-        str `t` without lone surrogates. Raises TypeError if `text` is not a str.
+        Special tokens are found leftmost first (of two that start at one place, the
+        longer) and each is one id, `special_ids[token]`, whatever surrounds it. The result
+        is, in text order, those ids and, for every stretch of text between them (a special
+        token never reaches the pre-tokenizer), `merge_ids([byte_ids[b] for b in
+        piece.encode("utf-8")], ranks)` for each piece of `pretokenize(stretch,
+        self.pretokenizer)`: `[]` for `""`, and `decode(encode(t)) == t` for any str `t`
+        without lone surrogates. Raises TypeError if `text` is not a str; ValueError (given
+        code) for text whose bytes this vocabulary has no token for.
         """
         if not isinstance(text, str):
             raise TypeError(f"encode expects a str, got {type(text).__name__}")

@@ -18,14 +18,16 @@ from .pretokenize import SCHEMES, pretokenize
 def learn_merges(pieces: dict[bytes, int], num_merges: int) -> list[tuple[bytes, bytes]]:
     """Up to `num_merges` merges learned from pre-token counts `pieces` ({piece bytes: count}).
 
-    Every piece starts as its single bytes. Each step counts, over all pieces, every
-    adjacent pair of symbols, weighted by the piece's count (overlapping pairs each count:
-    b"aaa" seen once holds (b"a", b"a") twice). The pair with the HIGHEST count merges; a
-    tie goes to the lexicographically GREATEST pair, comparing (left bytes, right bytes) as
-    a tuple of bytes (`max` of the tied pairs). Then, in every piece, each occurrence of the
-    pair, left to right without overlap, becomes one symbol (b"aaa" -> b"aa", b"a"). It
-    stops after `num_merges` merges or when no piece has two symbols left. Returns the
-    merges in order as (left bytes, right bytes); `pieces` is not changed.
+    Before the first merge every piece is a sequence of single-byte symbols; merges never
+    cross from one piece to another. The count of a pair (x, y) is the sum, over all
+    pieces, of the piece's count times how often x, y stand next to each other in it now
+    (overlapping pairs each count: b"aaa" seen once holds (b"a", b"a") twice). Merge k is
+    the pair of HIGHEST count after merges 0..k-1; a tie goes to the lexicographically
+    GREATEST pair, comparing (left bytes, right bytes) as a tuple of bytes (`max` of the
+    tied pairs). Merging (x, y) makes each occurrence of x, y in every piece, left to right
+    without overlap, one symbol (b"aaa" -> b"aa", b"a"). There are `num_merges` merges, or
+    fewer when no piece has two symbols left. Returns the merges in order as (left bytes,
+    right bytes); `pieces` is not changed.
     """
     # BEGIN SOLUTION 2.13
     # DECISION: the tie rule (highest count, then the greatest pair as bytes) and what to

@@ -12,10 +12,14 @@ from .corpus import FIELDS
 def read_jsonl(path: str | Path) -> Iterator[tuple[int, dict | None, str | None]]:
     """Stream a JSON Lines file: yield (line number, record, None) or (line number, None, error).
 
-    Line numbers start at 1, one per line of the file (a final line without "\\n" counts;
-    nothing follows the last "\\n"). Each line is judged by `_parse_line`; bad lines are
-    yielded with the reason, never raised, so that the caller counts them. Raises
-    FileNotFoundError ("no such input file") if `path` is not a file.
+    Yields one tuple per line of the file, in order, with line numbers from 1 (a final line
+    without "\\n" counts; nothing follows the last "\\n"). The record or the reason is
+    `_parse_line`'s verdict on that line's bytes alone, so one bad byte costs one line, not
+    the file. A bad line is yielded with its reason, never raised, so that the caller can
+    count it. Memory: one line at a time.
+
+    Raises:
+        FileNotFoundError ("no such input file") if `path` is not a file.
     """
     path = Path(path)
     if not path.is_file():
@@ -38,10 +42,12 @@ def _parse_line(raw: bytes) -> tuple[dict | None, str | None]:
 
     A record is a JSON object, from valid UTF-8, with the fields "id", "text" and "source"
     as strings that are valid Unicode (JSON escapes can smuggle in a lone surrogate, which
-    is not); other fields are kept. The reason, for the first failing check in this order,
-    names what is wrong: "blank line" (empty or only whitespace), "not valid UTF-8 ...",
-    "invalid JSON ...", "not a JSON object ...", "missing field(s) <names>",
-    "field 'id' must be a string ...", "field 'text' holds a lone surrogate ...".
+    is not); other fields are kept. A line that breaks several rules gets the reason of the
+    first of them in this list (the tests rely on it): "blank line" (empty or only
+    whitespace), "not valid UTF-8 ...", "invalid JSON ...", "not a JSON object ...",
+    "missing field(s) <names>" (all of them, in the order id, text, source),
+    "field 'id' must be a string ...", "field 'text' holds a lone surrogate ..." (the
+    fields in the order id, text, source; for each, not a string before a lone surrogate).
     """
     # BEGIN SOLUTION 2.8
     # HINT: _parse_line: check in the docstring's order and return (None, reason) at the

@@ -25,11 +25,27 @@ from .splits import assign_splits
 
 
 def dedup_and_split(in_path: Path, work_dir: Path, config: PipelineConfig, progress: bool = False) -> dict:
-    """The two passes of `run_pipeline`: its docstring is this function's contract.
+    """What `run_pipeline` computes (exercise 2.8): its docstring is this function's contract.
 
-    Writes train/val/test.jsonl and removed.jsonl into `work_dir` and returns the report,
-    all its keys but the three `run_pipeline` adds. No text stays in memory: pass 1 keeps
-    per document only its line, id, source, size and shingle hashes, plus the signatures.
+    Args:
+        in_path: the JSON Lines input, already accepted by `run_pipeline` (a file, not empty,
+            compressed or UTF-16).
+        work_dir: an empty folder; train.jsonl, val.jsonl, test.jsonl and removed.jsonl are
+            written into it, with the contents `run_pipeline` describes.
+        config: the PipelineConfig (threshold, num_perm, seed, shingle, n, verify,
+            lsh_weights, quality, fractions, group_depth, batch_size).
+        progress: show tqdm bars on stderr.
+
+    Returns:
+        The report of `run_pipeline`, every key but the three it adds ("quality_profile",
+        "seconds", "docs_per_second").
+
+    Invariants (the tests check each): every input line lands in exactly one place, so
+    input_lines = malformed + filtered + exact duplicates + near duplicates + kept; which
+    place is the first rule of `run_pipeline`'s list that applies; the outputs and the
+    report do not depend on `config.batch_size` (how many documents are MinHashed at once);
+    no document's text is held in memory beyond the line being read: per document only its
+    line number, id, source, size, shingle hashes and signature.
     """
     # BEGIN SOLUTION 2.8
     # HINT: dedup_and_split: pass 1, line by line (`_parse_line` on the raw bytes): count a
@@ -167,7 +183,8 @@ def run_pipeline(in_path: str | Path, out_dir: str | Path, config: PipelineConfi
     of the shingles (the signatures' estimate with `verify="estimate"`). A kept record's
     split: `assign_splits(sources, labels, config.fractions, config.group_depth,
     salt=str(config.seed))` over the documents that reached the clustering, in input order.
-    The input is read twice (pass 1: `dedup_and_split`, exercise 2.8); no text stays in memory.
+    No document's text stays in memory beyond the line being read (`dedup_and_split`,
+    exercise 2.8, reads the input twice).
 
     Accounting, always: input lines = malformed + filtered + exact duplicates + near
     duplicates + kept (checked here). Running the pipeline on its own output removes
