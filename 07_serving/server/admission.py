@@ -27,7 +27,7 @@ class AdmissionControl:
 
     def admit(self, prompt_tokens: int, max_tokens: int, n: int = 1) -> Ticket:
         """Reserve a request's worst case: `Ticket(blocks, tokens)`, blocks = `request_blocks(
-        prompt_tokens, max_tokens, n, block_size)`, tokens = n * (prompt_tokens + max_tokens);
+        prompt_tokens, max_tokens, n, block_size)`, tokens n * (prompt_tokens + max_tokens);
         `reserved_blocks`/`reserved_tokens` grow by them, `admitted` by one. Raises APIError,
         reserving nothing: 400, param "max_tokens", code "kv_cache_too_small" for more blocks
         than `num_blocks` (never fits; not in `rejected`); 503, code "shutting_down" while
