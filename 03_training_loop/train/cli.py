@@ -16,7 +16,7 @@ import torch.distributed as dist
 
 from solutions.checks import ArgumentParser
 from solutions.fileio import atomic_write, check_outputs, load_checked, write_text_atomic
-from solutions.gpt import DEFAULT_WEIGHTS, save_checkpoint
+from solutions.gpt import DEFAULT_WEIGHTS, GPTConfig, save_checkpoint
 
 from .checkpoint import TRAINING_STATE_KEYS
 from .config import PRESETS, TrainConfig
@@ -104,6 +104,9 @@ def main(argv: list[str] | None = None) -> int:
         value = getattr(args, name)
         if value is not None and value < 1:
             p.error(f"--{name.replace('_', '-')} must be >= 1, got {value}")
+    if not isinstance(PRESETS[args.preset].model, GPTConfig):  # the Llama trains on BPE tokens, timed
+        p.error(f"--preset {args.preset} is a Llama on BPE tokens: train it with "
+                f"python -m solutions.train.llama_default --preset {args.preset} --seconds N")
     if args.replace_default_model and args.out:
         p.error(f"give --out or --replace-default-model, not both (--out {args.out})")
     if args.replace_default_model and args.preset != "default":

@@ -31,6 +31,8 @@ exercise order:
     eval_sets.py    EvalSets, build_eval_sets, load_eval_sets: the held-out sets
     eval_cli.py     run_eval: `course eval MODEL [--against BASELINE]`
     llama.py        LlamaConfig, Llama (+ random_llama): 3.15-3.18 composed, Hugging Face's keys
+    bpe_data.py     the course BPE vocabulary (assets/course_bpe.json), BPE streams, evaluate_bpe
+    llama_default.py  the Llama on BPE tokens on a wall-clock budget; save_llama, load_llama
 
     python -m solutions.train --preset tiny         # writes out/tiny/gpt.pt (a run folder)
     torchrun --standalone --nproc_per_node 2 -m solutions.train --preset tiny --data DIR

@@ -66,4 +66,11 @@ PRESETS: dict[str, TrainConfig] = {
     "default": TrainConfig(model=GPTConfig(n_layer=2, n_head=6, n_embd=192), batch_size=4, block_size=256,
                            steps=6000, max_lr=2e-3, min_lr=2e-4, warmup_steps=300, eval_every=1000,
                            eval_tokens=65536),
+    # the course's Llama on BPE tokens (run by `python -m solutions.train.llama_default`, on a
+    # wall-clock budget: `steps` is the schedule's resolution, the position in it the fraction of
+    # the budget spent). Shape and vocabulary from the pilot table in stage 03's README.
+    "llama": TrainConfig(model=LlamaConfig(vocab_size=4096, dim=192, n_layers=2, n_heads=6, n_kv_heads=2,
+                                           hidden_dim=512, max_seq_len=256),
+                         batch_size=4, block_size=256, steps=10000, max_lr=2e-3, min_lr=2e-4, warmup_steps=500,
+                         eval_every=0, eval_tokens=65536),
 }

@@ -1,0 +1,82 @@
+"""Given code: the course's BPE vocabulary (solutions/assets/course_bpe.json), bits per byte over
+BPE targets, and the committed Llama default model (solutions/assets/llama_default.pt)."""
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import torch
+
+from solutions.train.bpe_data import COURSE_BPE, EOT_TOKEN, build_course_bpe, evaluate_bpe, load_course_bpe
+from solutions.train.evaluation import LN2, evaluate
+from solutions.train.llama import random_llama
+from solutions.train.llama_default import LLAMA_DEFAULT, load_llama, probe, save_llama
+
+pytestmark = pytest.mark.given
+
+
+def test_course_vocabulary_asset():
+    tok = load_course_bpe()
+    d = json.loads(COURSE_BPE.read_text(encoding="utf-8"))
+    assert tok.vocab_size == d["vocab_size"] == 4096
+    assert tok.special_ids == {EOT_TOKEN: 0}
+    assert d["trained_on"]["file"] == "train.jsonl"  # the train split only
+    text = "def f(x):\n    return x ** 2  # é, 漢字, 🙂\n"
+    ids = tok.encode(text)
+    assert tok.decode(ids) == text and len(ids) < len(text.encode("utf-8"))
+    assert tok.encode(EOT_TOKEN) == [0]
+
+
+def test_vocabulary_build_is_deterministic(tmp_path):
+    f = tmp_path / "train.jsonl"
+    docs = ["def foo(bar):\n    return bar + 1\n", "class Foo:\n    pass\n" * 3, "import os\nos.path.join(a, b)\n"]
+    f.write_text("".join(json.dumps({"id": i, "text": t, "source": f"{i}.py"}) + "\n" for i, t in enumerate(docs)))
+    a, b = build_course_bpe(f, 270), build_course_bpe(f, 270)
+    assert a == b and a["vocab_size"] == 270 and a["tokens"][0] == EOT_TOKEN
+
+
+def test_bpb_counts_the_bytes_each_target_spells():
+    tok = load_course_bpe()
+    text = "for i in range(10):\n    print(i)\n" * 20
+    ids = tok.encode(text) + [0]
+    stream = torch.tensor(ids, dtype=torch.int16)
+    nbytes = torch.tensor([0 if i == 0 else len(tok.token_bytes[i]) for i in ids], dtype=torch.uint8)
+    model = random_llama(vocab_size=tok.vocab_size, max_seq_len=32, std=0.02)
+    ev = evaluate_bpe(model, stream, nbytes, block_size=16, batch_size=4)
+    base = evaluate(model, stream, block_size=16, batch_size=4)
+    n = (len(ids) - 1) // 16
+    targets = ids[1 : n * 16 + 1]
+    assert ev["bytes"] == len(tok.decode([t for t in targets if t != 0]).encode("utf-8"))
+    assert ev["loss"] == base["loss"] and ev["tokens"] == base["tokens"] == n * 16
+    assert math.isclose(ev["bpb"], base["loss"] * base["tokens"] / LN2 / ev["bytes"], rel_tol=1e-12)
+
+
+def test_checkpoint_refuses_another_tokenizer(tmp_path):
+    tok = load_course_bpe()
+    model = random_llama(vocab_size=tok.vocab_size, max_seq_len=32)
+    path = save_llama(model, tmp_path / "m.pt", tokenizer_path=COURSE_BPE, meta={})
+    loaded, _, _ = load_llama(path, tokenizer_path=COURSE_BPE)
+    for (k, v), (k2, v2) in zip(model.state_dict().items(), loaded.state_dict().items()):
+        assert k == k2 and torch.equal(v.half().float(), v2)
+    other = tmp_path / "other.json"
+    d = json.loads(COURSE_BPE.read_text(encoding="utf-8"))
+    d["command"] = "edited"
+    other.write_text(json.dumps(d))
+    with pytest.raises(ValueError, match="not the tokenizer"):
+        load_llama(path, tokenizer_path=other)
+
+
+@pytest.mark.skipif(not LLAMA_DEFAULT.exists(), reason="the Llama default model is not trained yet")
+def test_llama_default_loads_and_reproduces_its_probe():
+    model, tok, meta = load_llama()
+    cfg = model.config
+    assert (cfg.n_layers, cfg.dim, cfg.n_heads, cfg.n_kv_heads, cfg.vocab_size) == (
+        meta["shape"]["n_layers"], meta["shape"]["dim"], meta["shape"]["n_heads"], meta["shape"]["n_kv_heads"],
+        tok.vocab_size)
+    assert LLAMA_DEFAULT.stat().st_size < 8e6
+    rec = meta["probe"]
+    again = probe(model, tok, rec["text"])
+    assert again["tokens"] == rec["tokens"] and again["bytes"] == rec["bytes"]
+    assert abs(again["bpb"] - rec["bpb"]) < 1e-4, (again["bpb"], rec["bpb"])
+    assert rec["bpb"] < 4.0 and meta["val_bpb"] < 4.0  # far below uniform guessing over bytes (8.0)
