@@ -7,12 +7,8 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
-from datasketch import MinHashLSH
-from datasketch.lean_minhash import LeanMinHash
-from datasketch.minhash import MinHash
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from scipy.integrate import quad
 
 import course
 
@@ -61,6 +57,8 @@ def test_s_curve_formula_and_monte_carlo():
 
 @pytest.mark.exercise("2.5")
 def test_error_areas_match_numerical_integration():
+    from scipy.integrate import quad
+
     for t, b, r in [(0.85, 8, 16), (0.5, 25, 5), (0.7, 3, 40), (0.3, 128, 1)]:
         fp, fn = dd.lsh_error_areas(t, b, r)
         want_fp = quad(lambda s: 1 - (1 - s**r) ** b, 0, t)[0]
@@ -70,6 +68,8 @@ def test_error_areas_match_numerical_integration():
 
 def _brute_force_params(threshold, num_perm, w_fp=0.5, w_fn=0.5):
     """Every (b, r) with b*r <= num_perm, integrated with scipy: the smallest error."""
+    from scipy.integrate import quad
+
     best, errors = None, {}
     for b in range(1, num_perm + 1):
         for r in range(1, num_perm // b + 1):
@@ -94,6 +94,7 @@ def test_lsh_params_against_brute_force(threshold, num_perm, weights):
 
 @pytest.mark.exercise("2.5")
 def test_lsh_params_like_datasketch():
+    from datasketch import MinHashLSH
     from datasketch.lsh import _optimal_param
 
     for t in (0.5, 0.7, 0.85, 0.9):
@@ -176,6 +177,9 @@ def test_candidates_overlap_with_datasketch_lsh(planted):
     with probability ~0.2 in each, independently, so the candidate sets differ there by
     chance. After exact verification both hold the same pairs.
     """
+    from datasketch import MinHash, MinHashLSH
+    from datasketch.lean_minhash import LeanMinHash
+
     shingles = [set(s) for s in planted.sets]
     ours_sig = dd.MinHasher(num_perm=128, seed=1).signatures(shingles)
     ours = {tuple(p) for p in dd.candidate_pairs(ours_sig, *dd.lsh_params(0.85, 128, WEIGHTS)).tolist()}

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from datasketch import MinHash
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -210,6 +209,8 @@ def test_estimates_agree_with_datasketch(planted):
     = 0.38 and on average by well under 0.07; both are within 0.045 of the exact Jaccard
     on average.
     """
+    from datasketch import MinHash
+
     num_perm = 128
     shingles = planted.sets
     ours = dd.MinHasher(num_perm=num_perm, seed=1).signatures([set(s) for s in shingles])
