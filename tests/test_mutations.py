@@ -694,6 +694,16 @@ MUTATIONS = (
       "    attend = getattr(cache, \"attend\", None)",
       "    attend = None",
       ("tests/test_kv_cache_attention.py::test_a_cache_with_attend_gets_each_querys_position",)),
+    # 4.1, found working it from a release (issue 33): attention over the new tokens only (the
+    # cached prefix not read), batch row b written to cache row b whatever `rows` says
+    M("04-attention-reads-only-the-new-tokens", "kv_cache",
+      "            K, V = cache.view(layer, rows, length)          # (B, H, length, D)",
+      "            K, V = cache.view(layer, rows, T)",
+      ("tests/test_kv_cache_attention.py::test_decode_steps_equal_the_full_forward",)),
+    M("04-rows-ignored-in-the-writes", "kv_cache",
+      "    row_ids = torch.arange(cache.batch, device=device)[rows]  # (B,) cache row of each sequence",
+      "    row_ids = torch.arange(B, device=device)",
+      ("tests/test_kv_cache_attention.py::test_rows_map_batch_entries_to_cache_rows_and_leave_others_alone",)),
     M("04-concat-grows-by-one-position", "kv_cache",
       "pad = torch.zeros(self.batch, self.n_head, need - have, self.head_dim",
       "pad = torch.zeros(self.batch, self.n_head, 1, self.head_dim",

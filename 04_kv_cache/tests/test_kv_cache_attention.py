@@ -87,8 +87,14 @@ def test_decode_steps_equal_the_full_forward(tiny):
     for t in range(10, 30):
         out = kc.forward_cached(tiny, torch.tensor([[seq[t]]]), cache)
         assert out.shape == (1, 1, tiny.config.vocab_size)
-        torch.testing.assert_close(out[0, 0], ref[t], atol=ATOL, rtol=0)
-        assert cache.lengths.tolist() == [t + 1]
+        torch.testing.assert_close(out[0, 0], ref[t], atol=ATOL, rtol=0, msg=lambda m, t=t: (
+            f"decode of the token at position {t} ({t} cached): its logits differ from the full "
+            f"forward's at {t}. A new token at absolute position p attends to every position 0..p "
+            f"of its row: the whole cached prefix (cache.view of the new length, not just the new "
+            f"tokens) and itself. {m}"))
+        assert cache.lengths.tolist() == [t + 1], (
+            f"after decoding position {t}, cache.lengths is {cache.lengths.tolist()}; it becomes "
+            f"the new length, [{t + 1}], after the last layer")
 
 
 @pytest.mark.exercise("4.1")
@@ -98,7 +104,10 @@ def test_chunked_prefill_equals_an_unchunked_run(tiny):
     cache = DictCache(tiny, 1)
     chunks = [(0, 7), (7, 8), (8, 31), (31, 50)]
     out = torch.cat([kc.forward_cached(tiny, torch.tensor([seq[a:b]]), cache) for a, b in chunks], dim=1)
-    torch.testing.assert_close(out[0], full_logits(tiny, seq), atol=ATOL, rtol=0)
+    torch.testing.assert_close(out[0], full_logits(tiny, seq), atol=ATOL, rtol=0, msg=lambda m: (
+        f"a prompt fed in chunks {chunks} differs from the full forward: token t of a chunk is at "
+        f"position lengths + t, and attends to the earlier chunks through the cache and to the "
+        f"chunk's tokens up to itself. {m}"))
 
 
 @pytest.mark.exercise("4.1")
@@ -139,13 +148,21 @@ def test_rows_map_batch_entries_to_cache_rows_and_leave_others_alone(tiny):
     seqs = [rand_seq(9, 30), rand_seq(14, 31)]
     cache = DictCache(tiny, 4)
     kc.forward_cached(tiny, padded(seqs), cache, rows=torch.tensor([3, 1]), n_new=[9, 14])
-    assert cache.lengths.tolist() == [0, 14, 0, 9]
-    assert {r for _, r, _ in cache.writes} == {1, 3}
+    assert {r for _, r, _ in cache.writes} == {1, 3}, (
+        f"rows=[3, 1]: batch row b is cache row rows[b], so writes go to cache rows {{1, 3}} only, "
+        f"got writes to rows {sorted({r for _, r, _ in cache.writes})}")
+    assert cache.lengths.tolist() == [0, 14, 0, 9], (
+        f"rows=[3, 1], n_new=[9, 14]: cache.lengths[rows[b]] grows by n_new[b] and other rows stay, "
+        f"expected [0, 14, 0, 9], got {cache.lengths.tolist()}")
     # decode row 1 alone, then row 3 alone: each continues its own sequence
     for row, seq in ((1, seqs[1]), (3, seqs[0])):
         tok = rand_seq(1, row)
         out = kc.forward_cached(tiny, torch.tensor([tok]), cache, rows=torch.tensor([row]))
-        torch.testing.assert_close(out[0, 0], full_logits(tiny, seq + tok)[-1], atol=ATOL, rtol=0)
+        torch.testing.assert_close(out[0, 0], full_logits(tiny, seq + tok)[-1], atol=ATOL, rtol=0,
+                                   msg=lambda m, row=row: (
+                                       f"decoding cache row {row} alone (rows=[{row}]) does not continue "
+                                       f"that row's sequence: batch row b reads and writes cache row "
+                                       f"rows[b]. {m}"))
     assert cache.lengths.tolist() == [0, 15, 0, 10]
 
 
@@ -181,9 +198,14 @@ def test_any_schedule_of_chunks_equals_the_full_forward(tiny, data):
         for b, (r, n) in enumerate(zip(chosen, sizes)):
             got[r].append(out[b, :n])
             fed[r] += n
-    assert cache.lengths.tolist() == [len(s) for s in seqs] + [0]
+    assert cache.lengths.tolist() == [len(s) for s in seqs] + [0], (
+        f"after feeding every row its sequence, cache.lengths is {cache.lengths.tolist()}, expected "
+        f"{[len(s) for s in seqs] + [0]} (each row its own length; the spare row untouched)")
     for r, s in enumerate(seqs):
-        torch.testing.assert_close(torch.cat(got[r]), full_logits(tiny, s), atol=ATOL, rtol=0)
+        torch.testing.assert_close(torch.cat(got[r]), full_logits(tiny, s), atol=ATOL, rtol=0, msg=lambda m, r=r: (
+            f"cache row {r}, fed in chunks by calls over random subsets of rows (rows= given, ragged, "
+            f"padded), differs from its full forward: batch row b reads and writes cache row rows[b], "
+            f"its token t sits at lengths[rows[b]] + t and sees its own row's positions up to itself. {m}"))
 
 
 @pytest.mark.exercise("4.1")
