@@ -80,3 +80,14 @@ def test_llama_default_loads_and_reproduces_its_probe():
     assert again["tokens"] == rec["tokens"] and again["bytes"] == rec["bytes"]
     assert abs(again["bpb"] - rec["bpb"]) < 1e-4, (again["bpb"], rec["bpb"])
     assert rec["bpb"] < 4.0 and meta["val_bpb"] < 4.0  # far below uniform guessing over bytes (8.0)
+
+
+def test_bpe_line_completion_stops_at_the_line_end():
+    from solutions.train.bpe_completion import complete_lines_bpe, generate_bpe
+
+    tok = load_course_bpe()
+    model = random_llama(vocab_size=tok.vocab_size, max_seq_len=64, std=0.02)
+    outs = complete_lines_bpe(model, tok, ["def f(x):\n    retu", "import o"], block_size=64, max_bytes=12)
+    assert len(outs) == 2 and all("\n" not in o and len(o.encode("utf-8")) <= 12 for o in outs)
+    a = generate_bpe(model, tok, "def ", 5, block_size=64)
+    assert a == generate_bpe(model, tok, "def ", 5, block_size=64) and a.startswith("def ")
