@@ -661,6 +661,24 @@ MUTATIONS = (
       "drop_sorted = mass_before >= top_p",
       "drop_sorted = probs.cumsum(dim=-1) >= top_p",
       ("tests/test_kv_cache_generate.py::test_top_p_keeps_the_smallest_set_reaching_p",)),
+    # 4.5, found working it from a release (issue 33), each passing every test before: a prefix
+    # whose mass is exactly top_p not counted as reaching it; the nucleus mask left in sorted
+    # order (right only on a sorted row); the nucleus measured over the whole vocabulary
+    # instead of over the top_k
+    M("04-top-p-exact-boundary-not-reached", "kv_cache",
+      "drop_sorted = mass_before >= top_p",
+      "drop_sorted = mass_before > top_p",
+      ("tests/test_kv_cache_generate.py::test_the_nucleus_in_vocabulary_order_within_the_top_k_and_at_an_exact_boundary",)),
+    M("04-top-p-mask-left-in-sorted-order", "kv_cache",
+      "drop = torch.empty_like(drop_sorted).scatter_(-1, order, drop_sorted)",
+      "drop = drop_sorted",
+      ("tests/test_kv_cache_generate.py::test_the_nucleus_in_vocabulary_order_within_the_top_k_and_at_an_exact_boundary",)),
+    M("04-top-p-over-the-whole-vocabulary", "kv_cache",
+      "        probs = sorted_logits.softmax(dim=-1)\n",
+      "        probs = tempered.gather(-1, order).softmax(dim=-1)\n",
+      ("tests/test_kv_cache_generate.py::test_the_nucleus_in_vocabulary_order_within_the_top_k_and_at_an_exact_boundary",),
+      more=(("    logits = logits.float() / temperature\n",
+             "    logits = logits.float() / temperature\n    tempered = logits\n"),)),
     M("04-mask-hides-the-token-itself", "kv_cache",
       "mask = (torch.arange(length, device=device) <= (start[:, None] + t)[:, :, None])[:, None]",
       "mask = (torch.arange(length, device=device) < (start[:, None] + t)[:, :, None])[:, None]",

@@ -105,6 +105,35 @@ def test_top_p_keeps_the_smallest_set_reaching_p(top_p, nucleus):
 
 
 @pytest.mark.exercise("4.5")
+def test_the_nucleus_in_vocabulary_order_within_the_top_k_and_at_an_exact_boundary():
+    """Three rules the sorted PROBS above cannot tell apart from near misses: the nucleus is
+    found in sorted order but masks the tokens where they are (a shuffled row); it is measured
+    on the probabilities renormalised over the top_k; a prefix whose total is exactly top_p
+    has reached it (the next token is out)."""
+    perm = torch.tensor([4, 0, 6, 2, 5, 1, 3])  # token perm[i] gets PROBS[i]
+    shuffled = torch.empty(7, dtype=torch.float64)
+    shuffled[perm] = PROBS
+    got = frequencies(draws(shuffled.log().float()[None], top_p=0.75), 7)
+    want = torch.zeros(7, dtype=torch.float64)
+    want[perm[:3]] = PROBS[:3] / PROBS[:3].sum()
+    check_kept_set(got, want, f"top_p=0.75 on a shuffled row (tokens {perm[:3].tolist()} hold 0.40, 0.25, 0.15): "
+                              f"the nucleus is chosen in sorted order but masks those tokens where they "
+                              f"are in the vocabulary (map the sorted mask back through the sort's indices)")
+    probs = torch.tensor([0.5, 0.2, 0.1, 0.1, 0.1], dtype=torch.float64)
+    got = frequencies(draws(probs.log().float()[None], top_k=2, top_p=0.65), 5)
+    want = torch.tensor([1.0, 0, 0, 0, 0], dtype=torch.float64)
+    check_kept_set(got, want, "top_k=2, top_p=0.65 on probabilities [0.5, 0.2, 0.1, 0.1, 0.1]: over the top 2 "
+                              "they are [0.714, 0.286], so the nucleus is token 0 alone (measured over the "
+                              "whole vocabulary, 0.5 < 0.65 would keep two)")
+    flat = torch.tensor([[0.0, 0.0, 0.0, 0.0, float("-inf")]])
+    ids = draws(flat, top_p=0.5)
+    kept = len(set(ids.tolist()))
+    assert kept == 2, (f"top_p=0.5 on 4 equal tokens (probabilities exactly 0.25; cumulative 0.25, 0.5, ...) "
+                       f"drew {kept} different tokens: the first 2 already reach 0.5, so the nucleus is 2 "
+                       f"tokens (a token is out when the mass before it is >= top_p)")
+
+
+@pytest.mark.exercise("4.5")
 def test_top_k_and_top_p_together_and_per_row():
     """Each row gets its own nucleus: a peaked row keeps one token, a flat row keeps all k."""
     peaked = torch.tensor([[10.0, 0, 0, 0, 0, 0]])
