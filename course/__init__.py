@@ -8,8 +8,27 @@ unwritten exercise print one line instead of a traceback) and checks an exercise
 `course.answer(name, value)`, judged outside the learner's process; see `course.answers`.
 """
 
-from course.answers import answer
-from course.loader import current_impl, load, root, set_impl
-from course.notebook import check, lesson, needs
+from __future__ import annotations
 
-__all__ = ["answer", "load", "current_impl", "set_impl", "root", "lesson", "check", "needs"]
+import importlib
+
+# Resolved on first use (PEP 562), so that `course check`, whose parent process only runs and
+# reads a child, does not import NumPy through `answer`. The pytest plugin imports
+# `course.answers` itself, before any test or learner code runs.
+_HOME = {"answer": "course.answers", "load": "course.loader", "current_impl": "course.loader",
+         "set_impl": "course.loader", "root": "course.loader", "lesson": "course.notebook",
+         "check": "course.notebook", "needs": "course.notebook"}
+
+__all__ = list(_HOME)
+
+
+def __getattr__(name: str):
+    if name in _HOME:
+        value = getattr(importlib.import_module(_HOME[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'course' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_HOME))

@@ -33,6 +33,11 @@ from pathlib import Path
 from course.results import META, OUTCOMES, RAN, TestResult
 from course.sandbox import Sandbox
 
+# Installed pytest plugins the course's tests never use, kept out of every test process: each
+# is imported at start-up otherwise (nbval's imports alone take seconds; xdist's and anyio's
+# about 0.3 s of CPU a process together, measured).
+UNUSED_PLUGINS = ("-p", "no:cacheprovider", "-p", "no:nbval", "-p", "no:xdist", "-p", "no:xdist.looponfail",
+                  "-p", "no:anyio", "-p", "no:platformdirs")
 GRACE = 5.0  # seconds past a test's limit before the parent kills its process
 MAX_SLOWDOWN = 10.0  # a limit grows with the machine's measured slowdown up to this factor
 MAX_PROCESSES = 10_000  # test processes of one run at most (each must report a result)
@@ -221,7 +226,7 @@ def _one_process(run: Run, paths, impl, *, root, timeout, sandbox, env, hidden, 
     r, w = os.pipe()
     cmd = [sys.executable, "-I", *([] if cache_bytecode else ["-B"]), "-m", "pytest", *map(str, paths), f"--impl={impl}",
            f"--course-events-fd={w}", f"--course-done={done_file}", f"--timeout={timeout:g}",
-           "-q", "-rN", "--no-header", "-p", "no:cacheprovider", "-p", "no:nbval", f"--rootdir={root}",
+           "-q", "-rN", "--no-header", *UNUSED_PLUGINS, f"--rootdir={root}",
            f"--confcutdir={root}"]
     if (root / "pyproject.toml").exists():
         cmd += ["-c", str(root / "pyproject.toml")]

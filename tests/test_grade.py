@@ -59,14 +59,24 @@ def test_solutions_score_full_marks(tmp_path):
                        for t in res["tests"]), f"stage {st.number}'s hidden tests were not graded"
 
 
+# The stubs' grade covers the stages whose stub tests fail fast. That every exercise test of
+# EVERY stage fails on its stub is tests/test_stubs_fail.py's claim, test by test; what this
+# adds is the grader's scoring of those failures (the same code for every stage), here with
+# visible and hidden tests and the reference's recorded answers. Stages 03, 06 and 07 are
+# left out for time: their stub runs wait on training, kernels and server processes (stage
+# 07's stub grade alone took 138 s, at load 3).
+STUB_GRADE_STAGES = ("01", "02", "04", "05", "08")
+
+
 @pytest.mark.timeout(3600)
 def test_stubs_score_zero(tmp_path):
-    res, proc = _grade(tmp_path, "student")
+    stages = [st for st in existing_stages() if st.number in STUB_GRADE_STAGES]
+    res, proc = _grade(tmp_path, "student", "--stages", ",".join(st.number for st in stages))
     _check_gradescope_shape(res)
     assert res["score"] == 0
     assert "TAMPERING" not in proc.stderr, proc.stderr
     visible = [t for t in res["tests"] if t["visibility"] == "visible"]
-    assert sum(t["max_score"] for t in visible) == _max(existing_stages())
+    assert sum(t["max_score"] for t in visible) == _max(stages)
 
 
 HIDDEN_EXTRA = '''
