@@ -9,6 +9,14 @@ not. A row that needs the reference solution of a stage this repository does not
 `--impl solution` where the reference is absent is refused with `error: ...` (exit 2),
 and an exercise still to do stops the bench with one line naming it (exit 1).
 
+Smoke mode, `COURSE_BENCH_SMOKE=1` (read once, at import: `SMOKE`): every bench runs each
+of its rows once, at its `--quick` sizes or smaller (`args.quick` set, one repeat, no
+warm-up), prints its table under the line "smoke run: figures meaningless", and so shows
+in seconds that every row's code path runs (a crash after the arguments shows as one).
+`chosen_impl` (which `load_impl` calls, right after the arguments) applies it; a bench
+whose `--quick` run is still long asks `SMOKE` for smaller sizes. The tests run the
+released READMEs' bench commands this way (tests/test_release_stages.py).
+
     from course.bench_impl import add_impl_argument, load_impl, run_bench
     args = bench_args("...", extra=add_impl_argument)
     b = load_impl(args, "batching")
@@ -20,12 +28,28 @@ and an exercise still to do stops the bench with one line naming it (exit 1).
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from types import ModuleType
 from typing import Callable
 
 from course import layout, manifest
 from course.loader import IMPLS, current_impl, load, set_impl
+
+SMOKE = os.environ.get("COURSE_BENCH_SMOKE", "") not in ("", "0")  # smoke mode (see above), read once
+
+
+def apply_smoke(args: argparse.Namespace) -> bool:
+    """In smoke mode, the `--quick` sizes, one repeat and no warm-up in `args`, and the line
+    "smoke run: figures meaningless" printed (once); returns `SMOKE`."""
+    if SMOKE and not getattr(args, "_smoke", False):
+        args._smoke = True
+        for name, value in (("quick", True), ("repeat", 1), ("warmup", 0)):
+            if hasattr(args, name):
+                setattr(args, name, value)
+        print("smoke run: figures meaningless (COURSE_BENCH_SMOKE=1: --quick sizes or smaller, one repeat, "
+              "every row once)", flush=True)
+    return SMOKE
 
 
 def add_impl_argument(p: argparse.ArgumentParser) -> None:
@@ -43,7 +67,8 @@ def has_reference(module: str) -> bool:
 def chosen_impl(args: argparse.Namespace, module: str) -> str:
     """The implementation `args.impl` names (default as `course.load`), made this process's
     and its children's (`COURSE_IMPL`); exits 2 when it is the reference and the reference
-    is not here."""
+    is not here. In smoke mode it first applies `apply_smoke(args)`."""
+    apply_smoke(args)
     impl = getattr(args, "impl", None) or current_impl()
     st = manifest.stage(module)
     if impl == "solution" and not has_reference(module):
