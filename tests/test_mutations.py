@@ -436,7 +436,8 @@ MUTATIONS = (
     M("02-bpe-train-merges-across-pre-tokens", "dedup",
       "    words = [list(bytes([b]) for b in piece) for piece in pieces]\n    weights = list(pieces.values())\n",
       "    words = [[bytes([b]) for p, n in pieces.items() for _ in range(n) for b in p]]\n    weights = [1]\n",
-      ("tests/test_bpe_train.py::test_train_bpe_matches_the_slow_trainer",)),
+      ("tests/test_bpe_train.py::test_merges_never_cross_pieces",
+       "tests/test_bpe_train.py::test_train_bpe_matches_the_slow_trainer")),
     M("02-bpe-train-special-tokens-merged", "dedup",
       "    split = (re.compile(",
       "    split = None and (re.compile(",
@@ -1084,6 +1085,23 @@ MUTATIONS = (
       "            if self.is_cached(block):\n                self._uncache(block)\n",
       "",
       ("tests/test_paged_prefix.py::test_lookup_checks_the_tokens_and_reuse_forgets_the_hash",)),
+    # 6.1, found working it from a release (issue 33): every freed block queued at the back
+    # (uncached ones are reused first); blocks taken one by one until the queue runs dry (a
+    # failed allocate must change nothing)
+    M("06-freed-uncached-blocks-to-the-back", "paged",
+      "                if not self.is_cached(b):\n                    self.free_queue.move_to_end(b, last=False)\n",
+      "",
+      ("tests/test_paged_allocator.py::test_free_queue_order_blocks_come_back_in_lru_order",)),
+    M("06-allocate-takes-blocks-before-refusing", "paged",
+      "        if n > len(self.free_queue):\n"
+      "            raise CacheFullError(f\"need {n} free KV blocks, {len(self.free_queue)} of {self.num_blocks} are free\")\n"
+      "        blocks = []\n"
+      "        for _ in range(n):\n",
+      "        blocks = []\n"
+      "        for _ in range(n):\n"
+      "            if not self.free_queue:\n"
+      "                raise CacheFullError(f\"need {n} free KV blocks, {self.num_blocks} in all\")\n",
+      ("tests/test_paged_allocator.py::test_running_out_raises_and_changes_nothing",)),
     M("06-blocks-needed-one-too-many-when-full", "paged",
       "return -(-num_tokens // block_size)",
       "return num_tokens // block_size + 1",

@@ -73,6 +73,14 @@ def test_counts_are_weighted_and_overlapping():
     assert dd.learn_merges({b"x": 9}, 3) == [], "no pairs left: no merges"
 
 
+def test_merges_never_cross_pieces():
+    # run together, b"a" x5 and b"b" x5 would hold (a, a), (a, b), (b, b): apart they hold no pair
+    assert dd.learn_merges({b"a": 5, b"b": 5}, 3) == [], (
+        "pairs are counted inside each piece only: pieces of one byte hold no pair, so no merge")
+    assert dd.learn_merges({b"xa": 2, b"by": 2, b"a": 9}, 1) == [(b"x", b"a")], (
+        "(a, b) spans two pieces and never counts; (x, a) and (b, y) tie at 2, (x, a) is greater")
+
+
 @settings(max_examples=60, deadline=None)
 @given(seed=st.integers(0, 2**32 - 1))
 def test_learn_merges_matches_the_slow_reference(seed):
@@ -128,8 +136,9 @@ def slow_train(docs, vocab_size, special_tokens=(), tie="greatest bytes"):
     (`impl Ord for Merge` in tokenizers/src/models/bpe/trainer.rs: equal counts pop the
     smallest (left id, right id)), whose ids are the special tokens, then the 256 byte
     characters sorted by code point, then each new token in the order it was made.
-    Returns (tokens, merges, tied): tokens in this course's id order for "greatest bytes",
-    in HF's id order for "smallest ids"; tied[k] says whether merge k had a tied count.
+    Returns (tokens, merges, tied, counts): tokens in this course's id order for "greatest
+    bytes", in HF's id order for "smallest ids"; tied[k] says whether merge k had a tied
+    count; counts[k] is every pair's count just before merge k.
     """
     chars = [dd.bytes_to_unicode()[b] for b in range(256)]
     specials = list(special_tokens)
@@ -142,7 +151,7 @@ def slow_train(docs, vocab_size, special_tokens=(), tie="greatest bytes"):
                 words[w] = words.get(w, 0) + 1
     tokens = specials + (chars if tie == "greatest bytes" else sorted(chars))
     ids = {t: i for i, t in enumerate(tokens)}
-    merges, tied = [], []
+    merges, tied, counts_at = [], [], []
     while len(tokens) < vocab_size:
         counts: dict[tuple[str, str], int] = {}
         for w, n in words.items():
@@ -150,6 +159,7 @@ def slow_train(docs, vocab_size, special_tokens=(), tie="greatest bytes"):
                 counts[pair] = counts.get(pair, 0) + n
         if not counts:
             break
+        counts_at.append(counts)
         top = max(counts.values())
         best_ones = [p for p, c in counts.items() if c == top]
         tied.append(len(best_ones) > 1)
@@ -173,7 +183,21 @@ def slow_train(docs, vocab_size, special_tokens=(), tie="greatest bytes"):
                     i += 1
             new[tuple(out)] = new.get(tuple(out), 0) + n
         words = new
-    return tokens, merges, tied
+    return tokens, merges, tied, counts_at
+
+
+def which_rule(got, want, counts):
+    """Which rule a wrong merge breaks, from the correct counts at that step."""
+    if got not in counts:
+        return (f"{got} never stand next to each other inside one pre-token: merges never cross a "
+                "pre-token boundary or a special token, and special tokens are never merged")
+    if counts[got] != counts[want]:
+        return (f"{got} occurs {counts[got]} times and {want} {counts[want]}: the highest count wins, "
+                "counted over all pre-tokens, weighted by their repeats, overlapping pairs each counted "
+                "(b'aaa' holds (a, a) twice)")
+    return (f"{got} and {want} tie at {counts[got]} under the counting rules: a tie goes to the greatest "
+            "(left bytes, right bytes), the left symbol compared first (if your tie rule is that, your "
+            "counts differ: over pre-tokens only, weighted by repeats, overlapping pairs each counted)")
 
 
 def random_docs(seed, letters="abcé", n_words=30, n_docs=5, specials=()):
@@ -196,13 +220,11 @@ def test_train_bpe_matches_the_slow_trainer(seed, specials, extra):
     docs = random_docs(seed, specials=specials)
     vocab = len(specials) + 256 + extra
     result = dd.train_bpe(docs, vocab, list(specials))
-    tokens, merges, tied = slow_train(docs, vocab, specials)
+    tokens, merges, tied, counts = slow_train(docs, vocab, specials)
     assert any(tied), "these corpora are meant to force ties"
     for k, (got, want) in enumerate(zip(result.merges, merges)):
-        assert tuple(got) == want, (
-            f"merge {k}: got {got}, the rule gives {want} (highest count over all pre-tokens, weighted "
-            f"by their repeats, overlapping pairs each counted, never across a pre-token or a special "
-            f"token; a tie goes to the greatest (left bytes, right bytes)); a tie here: {tied[k]}")
+        assert tuple(got) == want, f"merge {k}: got {tuple(got)}, the rule gives {want}: " + which_rule(
+            tuple(got), want, counts[k])
     assert len(result.merges) == len(merges), "one merge per new token, until vocab_size or no pairs left"
     assert result.tokens == tokens, "tokens: the special tokens, the 256 bytes in byte order, then one per new merge"
 
@@ -211,7 +233,7 @@ def test_forced_ties_between_mirror_words():
     # every pair of "ab ba cd dc xy yx" occurs equally often: only the tie rule decides
     docs = ["ab ba cd dc xy yx"] * 3
     result = dd.train_bpe(docs, 256 + 20)
-    tokens, merges, tied = slow_train(docs, 256 + 20)
+    tokens, merges, tied, _ = slow_train(docs, 256 + 20)
     assert all(tied[:10])
     assert [tuple(m) for m in result.merges][:6] == [("y", "x"), ("x", "y"), ("d", "c"), ("c", "d"), ("b", "a"), ("a", "b")], (
         "equal counts: the greatest pair as bytes wins ((y, x) before (x, y), (d, c) before (c, d))")
@@ -240,7 +262,7 @@ def test_train_bpe_matches_hugging_face_until_the_first_tie():
         hf_merges = [tuple(m) if isinstance(m, list) else tuple(m.split(" ")) for m in model["merges"]]
         hf_tokens = sorted(model["vocab"], key=model["vocab"].get)
         ours = [tuple(m) for m in dd.train_bpe(docs, vocab, ["<s>"]).merges]
-        _, _, tied = slow_train(docs, vocab, ["<s>"])
+        tied = slow_train(docs, vocab, ["<s>"])[2]
         first_tie = tied.index(True) if True in tied else len(tied)
         assert first_tie >= 1
         assert ours[:first_tie] == hf_merges[:first_tie], (
