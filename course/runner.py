@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import select
 import signal
 import subprocess
@@ -144,6 +145,13 @@ def timeout_message(ran: float, base: float, slowdown: Slowdown, who: str = "") 
     return (f"Timeout{who}: the test ran {ran:.0f} s, past its limit of {limit:.0f} s (--timeout {base:g} x "
             f"{slowdown.factor:g} for this machine: {slowdown.describe()}). A limit of the harness, not a "
             f"wrong answer: if the code is right, raise it with --timeout {int(base * 2)}")
+
+
+# The header `faulthandler.dump_traceback_later(..., exit=True)` writes before it ends the
+# process with exit code 1: the plugin's watchdog for a test stuck in C code (its limit is
+# the parent's plus a grace, but measured a moment later, so on a machine getting busier it
+# can fire before the parent's own kill).
+_WATCHDOG = re.compile(r"^Timeout \(\d+:\d\d:\d\d(?:\.\d+)?\)!$", re.M)
 
 
 def _signal_name(rc: int) -> str:
@@ -311,6 +319,10 @@ def _one_process(run: Run, paths, impl, *, root, timeout, sandbox, env, hidden, 
         if killed_for is not None:
             ran = time.monotonic() - state.started
             msg = timeout_message(ran, timeout, state.slowdown, " (the test process was stopped)")
+            run.results[state.in_flight] = _failed(run, state.in_flight, msg, "timeout", duration=round(ran, 3))
+        elif rc == 1 and _WATCHDOG.search(outputs[-1][-50_000:]):  # the child's own faulthandler watchdog
+            ran = time.monotonic() - state.started  # fired first (it measured the machine a moment later)
+            msg = timeout_message(ran, timeout, state.slowdown, " (the test process's watchdog ended it)")
             run.results[state.in_flight] = _failed(run, state.in_flight, msg, "timeout", duration=round(ran, 3))
         else:
             run.results[state.in_flight] = _failed(run, state.in_flight, f"crashed: {_ended(rc)}", "crash")

@@ -267,6 +267,36 @@ def test_limits_scale_with_the_machine_and_a_timeout_names_its_limit(tmp_path, m
         assert feedback.failure_message(None) is None
 
 
+STUCK_PAST_THE_WATCHDOG = """
+import faulthandler
+import time
+
+from course.pytest_plugin import _REAL_STDERR
+
+
+def test_stuck_in_c():
+    # what the plugin's watchdog does to a test stuck in C code, here at once: dump, exit 1
+    faulthandler.dump_traceback_later(0.3, exit=True, file=_REAL_STDERR)
+    time.sleep(30)
+"""
+
+
+def test_a_test_ended_by_the_childs_watchdog_is_a_timeout_not_a_crash(tmp_path, monkeypatch):
+    """The child's faulthandler watchdog (exit code 1 after its `Timeout (...)!` header) can
+    fire before the parent's own kill when the machine got busier between their two
+    measurements (seen at load 8: a C loop graded as `exited with code 1 ... (os._exit?)`):
+    either way the test failed by its time limit, and the message says so."""
+    from course.runner import run_tests
+
+    (tmp_path / "test_stuck.py").write_text(STUCK_PAST_THE_WATCHDOG)
+    monkeypatch.setenv("COURSE_SLOWDOWN", "1")
+    run = run_tests([tmp_path / "test_stuck.py"], "solution", root=tmp_path, timeout=20, hidden=False)
+    (r,) = run.in_order()
+    assert r.outcome == "failed" and r.contained == "timeout", r
+    assert r.message.startswith("Timeout (the test process's watchdog ended it): the test ran"), r.message
+    assert "os._exit" not in r.message, r.message
+
+
 def test_every_exercise_marker_is_a_string_literal():
     """`course check N.M` imports only the test files that mention `exercise("N.M")`
     (course.cli.exercise_test_files): that holds while every marker names its id literally."""
