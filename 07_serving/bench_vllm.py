@@ -81,6 +81,7 @@ from solutions.fileio import check_outputs, write_text_atomic  # noqa: E402
 from solutions.tokenizer import ByteTokenizer  # noqa: E402
 from solutions.workload import make_trace  # noqa: E402
 from course.bench_impl import add_impl_argument, load_impl, run_bench  # noqa: E402
+from course import bench_impl  # noqa: E402
 
 srv = None  # the server package measured (given code: engine, serve, hf_export), set in main()
 
@@ -368,6 +369,10 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--keep-logs", help="copy the servers' logs into this new folder")
     add_impl_argument(p)
     args = p.parse_args(argv)
+    if bench_impl.SMOKE and not args.vllm_python:  # a smoke run (COURSE_BENCH_SMOKE=1) without vLLM: skipped
+        bench_impl.apply_smoke(args)
+        print("skipped: the vLLM comparison needs vLLM in a separate environment (--vllm-python PATH)")
+        return
     if not args.vllm_python:
         p.exit(2, "error: this optional benchmark needs vLLM in a separate environment: pass --vllm-python "
                   "PATH (a python where `import vllm` works; the course itself never depends on vLLM)\n")
