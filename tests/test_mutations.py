@@ -1102,6 +1102,20 @@ MUTATIONS = (
       "            if not self.free_queue:\n"
       "                raise CacheFullError(f\"need {n} free KV blocks, {self.num_blocks} in all\")\n",
       ("tests/test_paged_allocator.py::test_running_out_raises_and_changes_nothing",)),
+    # 6.4, found working it from a release (issue 33): scores in float32 whatever q's dtype
+    # (the float64 model then misses its full forward by 1e-7), one key too few read (the
+    # query's own key past the last block)
+    M("06-paged-attention-in-float32", "paged",
+      "    return F.scaled_dot_product_attention(q, K.transpose(1, 2), V.transpose(1, 2), attn_mask=mask,\n"
+      "                                          is_causal=causal, scale=scale)",
+      "    return F.scaled_dot_product_attention(q.float(), K.transpose(1, 2).float(), V.transpose(1, 2).float(),\n"
+      "                                          attn_mask=mask, is_causal=causal, scale=scale).to(q.dtype)",
+      ("tests/test_paged_attention.py::test_float64_in_float64_out_to_float64_rounding",)),
+    M("06-paged-attention-one-key-too-few", "paged",
+      "    L = int(last.max()) + 1\n",
+      "    L = max(int(last.max()), 1)\n",
+      ("tests/test_paged_attention.py::test_paged_equals_contiguous_attention",
+       "tests/test_paged_attention.py::test_decode_of_equal_and_unequal_lengths")),
     M("06-blocks-needed-one-too-many-when-full", "paged",
       "return -(-num_tokens // block_size)",
       "return num_tokens // block_size + 1",

@@ -63,7 +63,10 @@ def test_paged_equals_contiguous_attention(bs, B, T, H, D, data):
     want = dense_reference(q, torch.nan_to_num(K), torch.nan_to_num(V), q_pos)
     assert got.shape == (B, H, T, D)
     assert torch.isfinite(got).all(), "read a stale (NaN) slot past a sequence's length"
-    torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5, msg=lambda m: (
+        f"block size {bs}, rows of {lengths} keys, q_pos {q_pos.tolist()}: query (b, t) attends to "
+        f"keys 0..q_pos[b, t] of row b, that key itself included (the longest row needs "
+        f"max(q_pos) + 1 keys, read from its blocks in table order). {m}"))
 
 
 def test_decode_of_equal_and_unequal_lengths():
@@ -74,7 +77,28 @@ def test_decode_of_equal_and_unequal_lengths():
         q_pos = torch.tensor(lengths)[:, None] - 1
         k_pool, v_pool, tables = scatter_into_blocks(K, V, lengths, 4, 20, gen)
         got = p.paged_attention(q, k_pool, v_pool, tables, q_pos)
-        torch.testing.assert_close(got, dense_reference(q, K, V, q_pos), atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(got, dense_reference(q, K, V, q_pos), atol=1e-5, rtol=1e-5, msg=lambda m, lengths=lengths: (
+            f"decode of rows of {lengths} keys (block size 4): the query at position n - 1 attends "
+            f"to all n keys of its row, its own included. {m}"))
+
+
+def test_float64_in_float64_out_to_float64_rounding():
+    """y is in q's dtype and computed at q's precision: the model of the forward_cached test
+    below runs in float64, to 1e-10."""
+    gen = torch.Generator().manual_seed(11)
+    lengths = [7, 3]
+    K = torch.randn(2, 2, 7, 8, generator=gen, dtype=torch.float64)
+    V = torch.randn(2, 2, 7, 8, generator=gen, dtype=torch.float64)
+    q = torch.randn(2, 2, 3, 8, generator=gen, dtype=torch.float64)
+    q_pos = torch.tensor([[4, 5, 6], [0, 1, 2]])
+    k_pool, v_pool, tables = scatter_into_blocks(K, V, lengths, 3, 8, gen)
+    got = p.paged_attention(q, k_pool, v_pool, tables, q_pos)
+    assert got.dtype == torch.float64, f"float64 q and pools gave y in {got.dtype}: y is in q's dtype"
+    err = float((got - dense_reference(q, K, V, q_pos)).abs().max())
+    assert err < 1e-12, (
+        f"float64 q and pools: y is {err:.1e} from float64 attention (allowed 1e-12): compute at q's "
+        f"precision (no .float() on the way: float32 scores are ~1e-7 off, and stage 04's float64 "
+        f"model then misses the full forward)")
 
 
 @pytest.mark.parametrize("bs", [2, 5, 16])
@@ -85,4 +109,7 @@ def test_forward_cached_with_attend_equals_the_full_forward(model, chunked_forwa
     cache = p.PagedKVCache.for_model(model, 4, max_len=48, block_size=bs, num_blocks=80)
     schedule = ([6, 1, 11, 3], [9, 4, 1, 0], [1, 1, 1, 1], [1, 1, 1, 1])
     for b, got, want in chunked_forward(model, cache, seqs, schedule):
-        torch.testing.assert_close(got, want, atol=1e-10, rtol=1e-10)
+        torch.testing.assert_close(got, want, atol=1e-10, rtol=1e-10, msg=lambda m, b=b: (
+            f"row {b}: forward_cached through the paged cache's attend (block size {bs}, ragged chunks "
+            f"{[list(c) for c in schedule]}, then decode) differs from the float64 model's full forward: "
+            f"each query sees its own row's keys 0..q_pos, at q's precision. {m}"))
