@@ -1028,6 +1028,11 @@ MUTATIONS = (
       more=(("lengths = torch.tensor([requests[i].num_tokens for i in pen]",
              "lengths = torch.tensor([len(requests[i].output) for i in pen]"),)),
     # ------------------------------------------------------------------ stage 06
+    M("06-double-free-checked-per-id-not-per-occurrence", "paged",
+      "        for b, times in Counter(blocks).items():  # a block listed twice lets go twice\n"
+      "            if self.ref_counts[b] < times:",
+      "        for b in blocks:\n            if self.ref_counts[b] < 1:",
+      ("tests/test_paged_allocator.py::test_a_block_listed_twice_but_held_once_is_a_double_free_and_nothing_changes",)),
     M("06-held-counts-a-shared-block-per-holder", "paged",
       "return (len(holders) * self.block_size",
       "return (sum(holders.values()) * self.block_size",

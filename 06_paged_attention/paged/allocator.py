@@ -1,11 +1,11 @@
 # GENERATED from solutions/paged/allocator.py by `course stubs --write`: fill in the bodies that raise NotImplementedError.
 # The lesson is 06_paged_attention/06_paged_attention.ipynb. Exercises in this file (line of each hole, then the commands):
-#   6.1 BlockAllocator: free queue and reference counts: lines 33, 40, 53; `course check 6.1`, `course hint 6.1`
+#   6.1 BlockAllocator: free queue and reference counts: lines 33, 40, 54; `course check 6.1`, `course hint 6.1`
 """The block allocator (6.1): a fixed pool of KV blocks, its free queue, reference counts."""
 
 from __future__ import annotations
 
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from typing import Sequence
 
 from solutions.checks import check_int
@@ -43,7 +43,8 @@ class BlockAllocator(PrefixIndex):
         """One holder lets go of `blocks` (its block table, in table order): each count - 1.
 
         Checked before anything changes: an id outside the pool is a ValueError
-        ("outside"), a block already free a ValueError ("already free": a double free).
+        ("outside"), a block already free a ValueError ("already free": a double free), and
+        so is a block listed more times than it is held.
         The blocks are released LAST FIRST (reversed table order); one whose count reaches
         0 joins `free_queue`: at the BACK if `is_cached` (kept as long as possible), else at
         the FRONT (nothing worth keeping: reused first). So a table's uncached blocks come

@@ -70,6 +70,23 @@ def test_bad_ids_double_free_and_forking_a_free_block_are_errors():
     a.check()
 
 
+def test_a_block_listed_twice_but_held_once_is_a_double_free_and_nothing_changes():
+    """Each occurrence of a block in `free`'s list lets go of it once: a block held once and
+    listed twice is a double free, refused before any count changes (a check per distinct
+    id, then two decrements, would take its count to -1)."""
+    a = p.BlockAllocator(4, 2)
+    b, c = a.allocate(2)
+    before = (list(a.ref_counts), list(a.free_queue))
+    with pytest.raises(ValueError, match="double free|already free"):
+        a.free([c, b, b])
+    assert (list(a.ref_counts), list(a.free_queue)) == before, (
+        "a refused free changed the counts or the free queue: check every occurrence before any change")
+    a.fork([b])
+    a.free([b, b])  # held twice, listed twice: both let go
+    assert a.ref_counts[b] == 0 and a.ref_counts[c] == 1
+    a.check()
+
+
 def test_free_queue_order_blocks_come_back_in_lru_order():
     """Uncached blocks freed go to the front (reused first); a sequence's blocks are
     released last one first."""

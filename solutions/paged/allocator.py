@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from typing import Sequence
 
 from solutions.checks import check_int
@@ -64,7 +64,8 @@ class BlockAllocator(PrefixIndex):
         """One holder lets go of `blocks` (its block table, in table order): each count - 1.
 
         Checked before anything changes: an id outside the pool is a ValueError
-        ("outside"), a block already free a ValueError ("already free": a double free).
+        ("outside"), a block already free a ValueError ("already free": a double free), and
+        so is a block listed more times than it is held.
         The blocks are released LAST FIRST (reversed table order); one whose count reaches
         0 joins `free_queue`: at the BACK if `is_cached` (kept as long as possible), else at
         the FRONT (nothing worth keeping: reused first). So a table's uncached blocks come
@@ -74,8 +75,8 @@ class BlockAllocator(PrefixIndex):
         # BEGIN SOLUTION 6.1
         # HINT: Adding to an OrderedDict puts a key at the back; `move_to_end(b, last=False)`
         #   moves it to the front. Walk `reversed(blocks)`.
-        for b in blocks:
-            if self.ref_counts[b] < 1:
+        for b, times in Counter(blocks).items():  # a block listed twice lets go twice
+            if self.ref_counts[b] < times:
                 raise ValueError(f"block {b} is already free (double free)")
         for b in reversed(blocks):
             self.ref_counts[b] -= 1
