@@ -184,7 +184,19 @@ def test_a_bench_takes_impl_and_loads_stage_code_only_after_its_arguments(bench)
 
 COMMANDS_THROUGH = ("05", "08")
 _PLACEHOLDER = re.compile(r"(?<![\w-])(?:N|M|S|B|T|FILE|DIR|PATH|MODEL|BASELINE|KEY|ARGS|N\.M|\d\.[xNM])(?![\w-])")
-_LONG = ("serve", "profile", "eval", "bench")  # `course` commands that run for minutes: checked with --help
+_LONG = ("serve", "eval")  # `course` commands that run for minutes: checked with --help
+# The benches and `course profile|bench` run for real in smoke mode (COURSE_BENCH_SMOKE=1, see
+# course/bench_impl.py) with COURSE_RELEASE_BENCH_SMOKE=1; else with --help, as the other long
+# commands. Off by default: their smoke runs still take far more than the suite's share
+# (measured in releases at load average 6-7.5 on 2 cores, 2026-12-03, two runs at once:
+# 01 29 s, 02 146 s (--plot) and 79 s (--part tokenizer), 03 50 s, 04 bench_load 215 s,
+# 06 262 s (all parts), 77 s (--parts decode), 12 s (--parts gpu on a CPU); 04_kv_cache/bench.py
+# 269 s, --quant over 300 s, --load 137 s, so it stays at --help even then).
+BENCH_SMOKE = os.environ.get("COURSE_RELEASE_BENCH_SMOKE") == "1"
+_SMOKED = ("profile", "bench") if BENCH_SMOKE else ()  # `course` commands run in smoke mode
+_SMOKE_TOO_SLOW = ("04_kv_cache/bench.py",)
+_LONG = _LONG + tuple(c for c in ("profile", "bench") if c not in _SMOKED)
+_BENCH = re.compile(r"\d\d_\w+/bench\w*\.py")
 
 
 def _shell_lines(text: str) -> list[str]:
@@ -237,9 +249,26 @@ def _stage_of(argv: list[str]) -> manifest.Stage | None:
     return None
 
 
+def _smoke_key(argv: list[str]) -> tuple[str, ...]:
+    """What tells one smoke run from another: the bench and its options but those that pick
+    no other code path (threads, repeats, --quick, the JSON file, the implementation: with
+    the references copied in, student and solution run the same code)."""
+    key, skip = [], False
+    for a in argv[1:]:
+        if skip:
+            skip = False
+        elif a in ("--threads", "--repeat", "--json", "--impl", "--out"):
+            skip = True
+        elif a != "--quick" and not a.startswith(("--threads=", "--repeat=", "--json=", "--impl=", "--out=")):
+            key.append(a)
+    return tuple(key)
+
+
 def _plan(cmd: str, out: Path, last: manifest.Stage, owner: manifest.Stage) -> tuple[list[str] | None, dict, Path, str]:
     """(argv to run or None, env, cwd, what a static check found wrong or ''). A command is
-    run when it is about the last stage (it names it, or names no stage and is `owner`'s)."""
+    run when it is about the last stage (it names it, or names no stage and is `owner`'s);
+    a bench of any released stage and `course profile|bench` run for real in smoke mode
+    (env COURSE_BENCH_SMOKE=1, see course/bench_impl.py)."""
     from course.cli import build_parser
 
     env, cwd = {}, out
@@ -267,6 +296,11 @@ def _plan(cmd: str, out: Path, last: manifest.Stage, owner: manifest.Stage) -> t
         except SystemExit as e:
             if e.code:
                 return None, env, cwd, "course does not take these arguments"
+        if argv[1] in _SMOKED:  # `course profile` has no smoke mode of its own (course/): its --quick
+            rest = argv[2:] + (["--quick"] if argv[1] == "profile" and "--quick" not in argv else [])
+            if "--out" in rest:  # a report folder outside the release: one inside it
+                rest[rest.index("--out") + 1] = str(out / f"smoke-profile-{Path(rest[rest.index('--out') + 1]).name}")
+            return [sys.executable, "-m", "course", argv[1], *rest], {**env, "COURSE_BENCH_SMOKE": "1"}, cwd, ""
         if not mine:
             return None, env, cwd, ""
         return [sys.executable, "-m", "course", *(helped if argv[1] in _LONG else argv)[1:]], env, cwd, ""
@@ -284,6 +318,12 @@ def _plan(cmd: str, out: Path, last: manifest.Stage, owner: manifest.Stage) -> t
         script = argv[1]
         if not ((cwd / script).is_file() or (cwd / script / "__main__.py").is_file()):
             return None, env, cwd, f"no {script}"
+        if BENCH_SMOKE and _BENCH.fullmatch(script) and script not in _SMOKE_TOO_SLOW and "--help" not in argv:
+            rest = argv[2:]
+            for i, a in enumerate(rest[:-1]):  # an output file outside the release: one inside it
+                if a in ("--json", "--plot") and Path(rest[i + 1]).is_absolute():
+                    rest[i + 1] = str(out / Path(rest[i + 1]).name)
+            return [sys.executable, script, *rest], {**env, "COURSE_BENCH_SMOKE": "1"}, cwd, ""
         return ([sys.executable, script, *helped[2:]] if mine else None), env, cwd, ""
     if prog == "pytest":
         paths = [a for a in argv[1:] if not a.startswith("-") and ("/" in a or a[:2].isdigit())]
@@ -319,8 +359,13 @@ def test_every_command_of_the_released_stage_readmes_and_lessons_works_there(rel
     import and its parser); the earlier stages' commands
     are resolved without running them (the script, module, stage folder or test path is
     there; `course` parses the arguments; `--impl solution` only where the reference ships),
-    their runs being their own release's. Each run ends 0 or 1, never a traceback, a refusal
-    or a missing module."""
+    their runs being their own release's. With COURSE_RELEASE_BENCH_SMOKE=1 every bench
+    command of every released stage (but _SMOKE_TOO_SLOW's) and `course profile|bench` run
+    for real in smoke mode
+    (COURSE_BENCH_SMOKE=1: every row once, figures meaningless), after the others, on the
+    learner's packages with each released stage's reference copied in (as a learner who has
+    done the exercises): those must end 0 and print their smoke line. Each run ends 0 or 1,
+    never a traceback, a refusal or a missing module."""
     out, last = released_commands
     cmds = []
     for st in manifest.STAGES[:manifest.STAGES.index(last) + 1]:
@@ -332,8 +377,10 @@ def test_every_command_of_the_released_stage_readmes_and_lessons_works_there(rel
     seen = {tuple(shlex.split(c)[1:]) for c in _readme_commands((out / "README.md").read_text(encoding="utf-8"))
             if c.startswith("course ")} if last.number in THROUGH else set()
     path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
-    for st, cmd in cmds:
-        argv, env, cwd, why = _plan(cmd, out, last, st)
+    planned = [(st, cmd, *_plan(cmd, out, last, st)) for st, cmd in cmds]
+    planned.sort(key=lambda p: "COURSE_BENCH_SMOKE" in p[3])  # the smoke runs last (stable)
+    copied = False
+    for st, cmd, argv, env, cwd, why in planned:
         if why:
             wrong.append(f"{st.folder}: `{cmd}`: {why}")
         if argv is None:
@@ -342,13 +389,25 @@ def test_every_command_of_the_released_stage_readmes_and_lessons_works_there(rel
         key = tuple(argv[1:4 if argv[1] == "-m" else 2]) if argv[-1] == "--help" else tuple(argv[1:])
         if argv[1:3] == ["-m", "course"] and argv[3] not in _LONG:
             key = tuple(argv[3:])
+        if "COURSE_BENCH_SMOKE" in env:
+            key = ("smoke",) + _smoke_key(argv)
         if key in seen:
             continue
         seen.add(key)
+        smoke = "COURSE_BENCH_SMOKE" in env
+        if smoke and not copied:  # a learner who has done every released stage's exercises
+            for done in manifest.STAGES[:manifest.STAGES.index(last) + 1]:
+                for src in layout.solution_dir(done).glob("*.py"):
+                    shutil.copy2(src, out / done.folder / done.module / src.name)
+            copied = True
         proc = run(argv, cwd=cwd, env={"COURSE_ROOT": str(out), "PATH": path, **env}, impl="student", timeout=300)
         ran += 1
         both = proc.stdout + proc.stderr
-        if (proc.returncode not in (0, 1) or "Traceback" in both or "error:" in both
+        if smoke and (proc.returncode != 0 or ("smoke run: figures meaningless" not in both
+                                               and "profile" not in argv[1:4])):
+            wrong.append(f"{st.folder}: `{cmd}` (smoke run: {' '.join(argv[1:])}) exited {proc.returncode} "
+                         f"without its smoke line or with an error:\n{both[-1500:]}")
+        elif (proc.returncode not in (0, 1) or "Traceback" in both or "error:" in both
                 or "not in this repository" in both or "ModuleNotFoundError" in both):
             wrong.append(f"{st.folder}: `{cmd}` (ran {' '.join(argv[1:])}) exited {proc.returncode}:\n{both[-1500:]}")
     assert not wrong, "\n".join(wrong)
