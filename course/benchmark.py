@@ -44,6 +44,17 @@ def bench_args(description: str, argv: list[str] | None = None,
     if extra:
         extra(p)
     args = p.parse_args(argv)
+    for opt in ("json", "plot"):  # checked before the run, which may take minutes
+        path = getattr(args, opt)
+        if path is None:
+            continue
+        if os.path.isdir(path):
+            p.error(f"--{opt} {path} is a folder: give a file name")
+        parent = os.path.dirname(os.path.abspath(path))
+        try:  # a missing folder is made, as `course release` makes its own
+            os.makedirs(parent, exist_ok=True)
+        except OSError as e:
+            p.error(f"--{opt} {path}: cannot make its folder {parent}: {e.strerror}")
     if args.quick:
         args.repeat = min(args.repeat, 3)
         args.warmup = min(args.warmup, 1)

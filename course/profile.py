@@ -16,7 +16,8 @@ this copy of the course has it, else the learner's module (`course --impl ...` c
 goes into a temporary folder beside DIR, which is renamed into place at the end. DIR must
 not be a file, nor lie inside one of the folders the course ships (`course/`, `solutions/`,
 the stage folders, `tests/`, `.git/`), and an existing DIR is replaced only if it holds an
-earlier report (its `report.md`) and nothing else of the learner's.
+earlier report (its `report.md`) and nothing else of the learner's. DIR's missing parent
+folders are made (as `mkdir -p`).
 """
 
 from __future__ import annotations
@@ -88,8 +89,10 @@ def check_out(out: str | Path) -> Path:
         if "report.md" not in names or not names <= REPORT_FILES:
             raise UsageError(f"--out {out}: is a folder holding other files; refusing to replace it "
                              "(name a new folder, or one with an earlier report)")
-    if not path.parent.is_dir():
-        raise UsageError(f"--out {out}: its parent folder {path.parent} does not exist")
+    existing = next(p for p in path.parents if p.exists())
+    if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
+        raise UsageError(f"--out {out}: {existing} is not a writable folder")
+    path.parent.mkdir(parents=True, exist_ok=True)  # missing parents are made (as `mkdir -p`)
     return path
 
 

@@ -302,3 +302,29 @@ def test_numpy_token_ids_are_accepted_like_ints():
     as_numpy = kv.generate(model, [list(np.array([1, 2, 3]))], 4, stop=np.int64(7))
     assert as_numpy == as_ints
     kv.check_sampling(0.5, np.int64(3), None)  # top_k as a NumPy integer too
+
+
+def test_a_bench_checks_its_output_paths_before_it_runs(tmp_path, capsys):
+    """`--json`/`--plot` are checked when the arguments are read, not after a run of minutes:
+    a missing folder is made (a release has no `out/`, which the stage READMEs' commands
+    name); a folder given as the file is refused with exit 2."""
+    from course.benchmark import bench_args
+
+    target = tmp_path / "out" / "bench04" / "load.json"
+    bench_args("t", ["--json", str(target), "--threads", "1"])
+    assert target.parent.is_dir() and not target.exists()
+    with pytest.raises(SystemExit) as e:
+        bench_args("t", ["--plot", str(tmp_path), "--threads", "1"])
+    assert e.value.code == 2 and "is a folder" in capsys.readouterr().err
+
+
+def test_course_profile_makes_missing_parents_of_out_and_refuses_a_file(tmp_path):
+    """`course profile --out A/B/DIR` makes A/B (as `course release` does; a README's
+    `--out /tmp/profmeas/t1_1` failed on a fresh machine), and refuses an --out under a file."""
+    from course.profile import UsageError, check_out
+
+    assert check_out(tmp_path / "a" / "b" / "report") == (tmp_path / "a" / "b" / "report").resolve()
+    assert (tmp_path / "a" / "b").is_dir() and not (tmp_path / "a" / "b" / "report").exists()
+    (tmp_path / "f").write_text("x")
+    with pytest.raises(UsageError, match="not a writable folder"):
+        check_out(tmp_path / "f" / "report")
