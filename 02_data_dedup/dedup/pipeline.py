@@ -1,6 +1,6 @@
 # GENERATED from solutions/dedup/pipeline.py by `course stubs --write`: fill in the bodies that raise NotImplementedError.
 # The lesson is 02_data_dedup/02_data_dedup.ipynb. Exercises in this file (line of each hole, then the commands):
-#   2.8 The streaming pipeline and report: line 53; `course check 2.8`, `course hint 2.8`
+#   2.8 The streaming pipeline and report: line 40; `course check 2.8`, `course hint 2.8`
 """The streaming pipeline (exercise 2.8): JSON Lines in, splits out, every line accounted for."""
 
 from __future__ import annotations
@@ -28,28 +28,15 @@ from .splits import assign_splits
 
 
 def dedup_and_split(in_path: Path, work_dir: Path, config: PipelineConfig, progress: bool = False) -> dict:
-    """What `run_pipeline` computes (exercise 2.8): its docstring is this function's contract.
+    """What `run_pipeline` computes (exercise 2.8; its docstring is the contract): `in_path` the
+    JSON Lines input it accepted, `work_dir` an empty folder that receives train/val/test/
+    removed.jsonl as it describes, `progress` tqdm bars on stderr. Returns its report less the
+    three keys it adds (quality_profile, seconds, docs_per_second).
 
-    Args:
-        in_path: the JSON Lines input, already accepted by `run_pipeline` (a file, not empty,
-            compressed or UTF-16).
-        work_dir: an empty folder; train.jsonl, val.jsonl, test.jsonl and removed.jsonl are
-            written into it, with the contents `run_pipeline` describes.
-        config: the PipelineConfig (threshold, num_perm, seed, shingle, n, verify,
-            lsh_weights, quality, fractions, group_depth, batch_size).
-        progress: show tqdm bars on stderr.
-
-    Returns:
-        The report of `run_pipeline`, every key but the three it adds ("quality_profile",
-        "seconds", "docs_per_second").
-
-    Invariants (the tests check each): every input line lands in exactly one place, so
-    input_lines = malformed + filtered + exact duplicates + near duplicates + kept; which
-    place is the first rule of `run_pipeline`'s list that applies; the outputs and the
-    report do not depend on `config.batch_size` (how many documents are MinHashed at once);
-    no document's text is held in memory beyond the line being read: per document only its
-    line number, id, source, size, shingle hashes and signature.
-    """
+    Invariants (each tested): every input line lands in exactly one place (input_lines =
+    malformed + filtered + exact + near duplicates + kept), the first rule of `run_pipeline`'s
+    list that applies; the outputs and report do not depend on `config.batch_size`; no text is
+    held beyond the line being read (per document: line number, id, source, size, hashes, signature)."""
     raise NotImplementedError('Exercise 2.8: The streaming pipeline and report — see 02_data_dedup.ipynb')
 
 
