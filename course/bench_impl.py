@@ -12,10 +12,13 @@ and an exercise still to do stops the bench with one line naming it (exit 1).
 Smoke mode, `COURSE_BENCH_SMOKE=1` (read once, at import: `SMOKE`): every bench runs each
 of its rows once, at its `--quick` sizes or smaller (`args.quick` set, one repeat, no
 warm-up), prints its table under the line "smoke run: figures meaningless", and so shows
-in seconds that every row's code path runs (a crash after the arguments shows as one).
-`chosen_impl` (which `load_impl` calls, right after the arguments) applies it; a bench
-whose `--quick` run is still long asks `SMOKE` for smaller sizes. The tests run the
-released READMEs' bench commands this way (tests/test_release_stages.py).
+that every row's code path runs (a crash after the arguments shows as one). It is not yet
+fast: measured at load 6-7.5 on two cores, the smoke runs took 12-274 s a bench (most of
+them re-run their `--quick` sizes, some fixed repeats, and stages 04 and 07 load models and
+start servers), so tests/test_release_stages.py runs the released READMEs' bench commands
+this way only with COURSE_RELEASE_BENCH_SMOKE=1. `chosen_impl` (which `load_impl` calls,
+right after the arguments) applies it; a bench whose `--quick` run is still long should ask
+`SMOKE` for smaller sizes.
 
     from course.bench_impl import add_impl_argument, load_impl, run_bench
     args = bench_args("...", extra=add_impl_argument)
