@@ -17,6 +17,22 @@ dd = course.load("dedup")
 pytestmark = pytest.mark.exercise("2.13")
 
 
+def _merged(words: dict, best: tuple) -> dict:
+    """Every word with each non-overlapping occurrence of the pair `best`, left to right, made one symbol."""
+    new: dict[tuple[str, ...], int] = {}
+    for w, n in words.items():
+        out, i = [], 0
+        while i < len(w):
+            if i + 1 < len(w) and (w[i], w[i + 1]) == best:
+                out.append(w[i] + w[i + 1])
+                i += 2
+            else:
+                out.append(w[i])
+                i += 1
+        new[tuple(out)] = new.get(tuple(out), 0) + n
+    return new
+
+
 def slow_merges(pieces: dict[bytes, int], num_merges: int) -> list[tuple[bytes, bytes]]:
     """Recount every pair from scratch at every step: the rule, readably."""
     words = {tuple(bytes([b]) for b in p): n for p, n in pieces.items()}
@@ -30,18 +46,7 @@ def slow_merges(pieces: dict[bytes, int], num_merges: int) -> list[tuple[bytes, 
             break
         best = max(counts, key=lambda p: (counts[p], p))
         merges.append(best)
-        new = {}
-        for w, n in words.items():
-            out, i = [], 0
-            while i < len(w):
-                if i + 1 < len(w) and (w[i], w[i + 1]) == best:
-                    out.append(w[i] + w[i + 1])
-                    i += 2
-                else:
-                    out.append(w[i])
-                    i += 1
-            new[tuple(out)] = new.get(tuple(out), 0) + n
-        words = new
+        words = _merged(words, best)
     return merges
 
 
@@ -171,18 +176,7 @@ def slow_train(docs, vocab_size, special_tokens=(), tie="greatest bytes"):
         if best[0] + best[1] not in ids:
             ids[best[0] + best[1]] = len(tokens)
             tokens.append(best[0] + best[1])
-        new: dict[tuple[str, ...], int] = {}
-        for w, n in words.items():
-            out, i = [], 0
-            while i < len(w):
-                if i + 1 < len(w) and (w[i], w[i + 1]) == best:
-                    out.append(w[i] + w[i + 1])
-                    i += 2
-                else:
-                    out.append(w[i])
-                    i += 1
-            new[tuple(out)] = new.get(tuple(out), 0) + n
-        words = new
+        words = _merged(words, best)
     return tokens, merges, tied, counts_at
 
 
