@@ -190,33 +190,59 @@ class Engine:
         request.slot = None
         request.num_computed = 0
 
-    # -- one step
+    # -- one step: plan, run, retire (nano-vllm's `schedule` -> `run` -> `postprocess`)
     def step(self) -> StepOutput:
-        """Schedule, free and assign cache rows, run the model once over the planned chunks,
-        sample, and retire the requests that finished."""
+        """One step: plan it (the scheduler's plan, cache rows freed and assigned), run it (the
+        model once over the planned chunks, one token sampled per ready request), retire it
+        (tokens appended, finished requests out) and record it in `steps`."""
         start = self.clock()
-        self._end_fixed_batch()
-        plan = self.scheduler.schedule(start)
-        for request in plan.preempted:
-            self._requeue(request, start)
-        for request in plan.admitted:
-            self._acquire(request)
-        if plan.admitted:  # _acquire may find some tokens already cached (stage 06's prefix cache)
-            plan.chunks = [(r, min(n, r.num_pending)) for r, n in plan.chunks if min(n, r.num_pending) > 0]
+        plan = self._plan(start)
         if not plan.chunks:
             return StepOutput(ran=False, preempted=plan.preempted)
-        decode_rows = sum(1 for r, _ in plan.chunks if r.phase == "decode")
-        n_dead = len(self.dead_rows)
+        decode_rows, dead_rows = sum(1 for r, _ in plan.chunks if r.phase == "decode"), len(self.dead_rows)
+        ready, tokens = self._run(plan.chunks)
+        now = self.clock()
+        out = self._retire(ready, tokens, now, plan.preempted)
+        self.steps.append(StepRecord(
+            start, now, rows=len(plan.chunks), dead_rows=dead_rows, decode_rows=decode_rows,
+            prefill_tokens=plan.num_tokens - decode_rows, running=len(self.scheduler.running),
+            waiting=len(self.scheduler.waiting), cached_tokens=self._cached_tokens()))
+        return out
+
+    def _plan(self, now: float):
+        """The scheduler's plan for the step starting at `now`, its memory moves done: the
+        preempted requeued (`_requeue`), the admitted given a cache row (`_acquire`), and the
+        chunks cut to what is still pending once `_acquire` found tokens already cached
+        (stage 06's prefix cache); chunks with nothing left are dropped."""
+        self._end_fixed_batch()
+        plan = self.scheduler.schedule(now)
+        for request in plan.preempted:
+            self._requeue(request, now)
+        for request in plan.admitted:
+            self._acquire(request)
+        if plan.admitted:
+            plan.chunks = [(r, min(n, r.num_pending)) for r, n in plan.chunks if min(n, r.num_pending) > 0]
+        return plan
+
+    def _run(self, chunks: list[tuple[Request, int]]) -> tuple[list[Request], list[int]]:
+        """The model once over `chunks` (and a fixed-shape batch's dead rows, whose output is
+        thrown away), then one token sampled per ready request: (ready, tokens)."""
         with torch.no_grad():
-            ready, logits = self._forward(plan.chunks + [(row, 1) for row in self.dead_rows])
+            ready, logits = self._forward(chunks + [(row, 1) for row in self.dead_rows])
             live = [i for i, r in enumerate(ready) if r not in self.dead_rows]
             ready = [ready[i] for i in live]
             tokens = self._sample(ready, logits[live])
         for row in self.dead_rows:  # recompute the same position again next step
             row.num_computed -= 1
             self.cache.lengths[row.slot] -= 1
-        now = self.clock()
-        out = StepOutput(ran=True, preempted=plan.preempted)
+        return ready, tokens
+
+    def _retire(self, ready: list[Request], tokens: list[int], now: float,
+                preempted: list[Request]) -> StepOutput:
+        """Append each ready request's token at `now`; a request that finished (length or stop:
+        a stop token is not streamed) leaves the scheduler, gives its row back (or, in a
+        fixed-shape batch, to a dead row) and is FINISHED. Returns the step's output."""
+        out = StepOutput(ran=True, preempted=preempted)
         for request, token in zip(ready, tokens):
             reason = request.append_token(token, now)
             if reason != "stop":
@@ -230,10 +256,6 @@ class Engine:
                 request.transition(State.FINISHED, now, reason)
                 out.finished.append(request)
         self._end_fixed_batch()
-        self.steps.append(StepRecord(
-            start, now, rows=len(plan.chunks), dead_rows=n_dead, decode_rows=decode_rows,
-            prefill_tokens=plan.num_tokens - decode_rows, running=len(self.scheduler.running),
-            waiting=len(self.scheduler.waiting), cached_tokens=self._cached_tokens()))
         return out
 
     def _cached_tokens(self) -> int:
