@@ -1,6 +1,6 @@
 # GENERATED from solutions/paged/block_table.py by `course stubs --write`: fill in the bodies that raise NotImplementedError.
 # The lesson is 06_paged_attention/06_paged_attention.ipynb. Exercises in this file (line of each hole, then the commands):
-#   6.2 Block tables and the slot mapping: lines 16, 27, 52; `course check 6.2`, `course hint 6.2`
+#   6.2 Block tables and the slot mapping: lines 18, 29, 68; `course check 6.2`, `course hint 6.2`
 """Block tables (6.2): blocks a sequence needs, the slot of every token, growing a row's table."""
 
 from __future__ import annotations
@@ -8,6 +8,8 @@ from __future__ import annotations
 import torch
 
 from solutions.kv_cache import CacheFullError
+
+from .allocator import BlockAllocator
 
 
 def blocks_needed(num_tokens: int, block_size: int) -> int:
@@ -28,12 +30,26 @@ def slot_mapping(block_tables: torch.Tensor, rows: torch.Tensor, positions: torc
 
 
 class BlockTables:
-    """The block tables of `PagedKVCache`'s rows; the cache inherits them (state: its `__init__`).
+    """The block tables of `PagedKVCache`'s rows; the cache inherits them (state: declared below, set by its `__init__`).
 
     `tables[r]`: row r's physical blocks in logical order (a Python list: the allocator's
     view); `block_tables` (batch, max_blocks) int64 on the device: the same ids, padded with
     -1 (the kernels' view). Both always agree: `_set_table` writes both.
     """
+
+    # The state this part uses, all of it set by `PagedKVCache.__init__` (cache.py) and stage
+    # 04's `_CacheBase`: declared here so that a reader sees what the methods below touch. It
+    # also calls two methods of fork.py's `CopyOnWrite`: `_blocks_to_copy` and `_copy_on_write`.
+    batch: int
+    max_len: int
+    lengths: torch.Tensor           # (batch,) int64: the valid tokens of each row
+    allocator: BlockAllocator       # the pool the rows' blocks come from
+    num_blocks: int
+    block_size: int
+    tables: list[list[int]]         # row r's blocks, in logical order
+    block_tables: torch.Tensor      # (batch, max_blocks) int64: the same ids, padded with -1
+    row_hashes: list[list[bytes]]   # prefix.py's committed keys: `reset` clears a row's
+    _slots_for: tuple               # `write`'s memoised (rows, positions, slots): stale once a table changes
 
     def reserve(self, rows, new_lengths: torch.Tensor) -> None:
         """Make room for rows[i] to hold new_lengths[i] tokens (stage 04's protocol; the

@@ -1,14 +1,16 @@
 # GENERATED from solutions/paged/prefix.py by `course stubs --write`: fill in the bodies that raise NotImplementedError.
 # The lesson is 06_paged_attention/06_paged_attention.ipynb. Exercises in this file (line of each hole, then the commands):
-#   6.6 Prefix caching: chained hashes, LRU reuse: lines 35, 42, 51, 92, 108, 121; `course check 6.6`, `course hint 6.6`
+#   6.6 Prefix caching: chained hashes, LRU reuse: lines 37, 44, 53, 109, 125, 138; `course check 6.6`, `course hint 6.6`
 """Prefix caching (6.6): chained block hashes, the allocator's index of cached blocks, rows started from it."""
 
 from __future__ import annotations
 
 import hashlib
+from collections import OrderedDict
 from typing import Sequence
 
 import numpy as np
+import torch
 
 
 def hash_block(parent: bytes | None, tokens: Sequence[int]) -> bytes:
@@ -51,6 +53,11 @@ class PrefixIndex:
         raise NotImplementedError('Exercise 6.6: Prefix caching: chained hashes, LRU reuse — see 06_paged_attention.ipynb')
 
     # -- given: the state, and the hook `allocate` calls on reuse
+    # Besides its own state (`__init__`), the index uses the allocator's (allocator.py), declared
+    # here so that a reader sees what `take` touches; it also calls the allocator's `_check_ids`.
+    ref_counts: list[int]                   # holders of each block; 0: free
+    free_queue: OrderedDict[int, None]      # the free blocks, least recently freed first
+
     def __init__(self, num_blocks: int):
         self.cached: dict[bytes, int] = {}
         self.block_hash: list[bytes | None] = [None] * num_blocks
@@ -79,6 +86,16 @@ class PrefixSharing:
     (entered into, or found in, the prefix cache), in order. With `enable_prefix_caching`
     off nothing is ever registered, so nothing is ever found.
     """
+
+    # The state this part uses, all of it set by `PagedKVCache.__init__` (cache.py) and stage
+    # 04's `_CacheBase`: declared here so that a reader sees what the methods below touch. It
+    # also calls two methods of block_table.py's `BlockTables`: `_row_ids` and `_set_table`.
+    lengths: torch.Tensor           # (batch,) int64: the valid tokens of each row
+    allocator: PrefixIndex          # the cache's BlockAllocator: here only its prefix index is used
+    block_size: int
+    enable_prefix_caching: bool
+    tables: list[list[int]]         # row r's blocks, in logical order (block_table.py)
+    row_hashes: list[list[bytes]]   # row r's committed keys
 
     def match_prefix(self, tokens: Sequence[int], hashes: Sequence[bytes] | None = None) -> list[int]:
         """The cached blocks holding a prefix of `tokens`, in order; changes nothing.

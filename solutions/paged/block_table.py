@@ -6,6 +6,8 @@ import torch
 
 from solutions.kv_cache import CacheFullError
 
+from .allocator import BlockAllocator
+
 
 def blocks_needed(num_tokens: int, block_size: int) -> int:
     """Blocks that hold `num_tokens` tokens (an int >= 0) of `block_size` (an int >= 1):
@@ -35,12 +37,26 @@ def slot_mapping(block_tables: torch.Tensor, rows: torch.Tensor, positions: torc
 
 
 class BlockTables:
-    """The block tables of `PagedKVCache`'s rows; the cache inherits them (state: its `__init__`).
+    """The block tables of `PagedKVCache`'s rows; the cache inherits them (state: declared below, set by its `__init__`).
 
     `tables[r]`: row r's physical blocks in logical order (a Python list: the allocator's
     view); `block_tables` (batch, max_blocks) int64 on the device: the same ids, padded with
     -1 (the kernels' view). Both always agree: `_set_table` writes both.
     """
+
+    # The state this part uses, all of it set by `PagedKVCache.__init__` (cache.py) and stage
+    # 04's `_CacheBase`: declared here so that a reader sees what the methods below touch. It
+    # also calls two methods of fork.py's `CopyOnWrite`: `_blocks_to_copy` and `_copy_on_write`.
+    batch: int
+    max_len: int
+    lengths: torch.Tensor           # (batch,) int64: the valid tokens of each row
+    allocator: BlockAllocator       # the pool the rows' blocks come from
+    num_blocks: int
+    block_size: int
+    tables: list[list[int]]         # row r's blocks, in logical order
+    block_tables: torch.Tensor      # (batch, max_blocks) int64: the same ids, padded with -1
+    row_hashes: list[list[bytes]]   # prefix.py's committed keys: `reset` clears a row's
+    _slots_for: tuple               # `write`'s memoised (rows, positions, slots): stale once a table changes
 
     def reserve(self, rows, new_lengths: torch.Tensor) -> None:
         """Make room for rows[i] to hold new_lengths[i] tokens (stage 04's protocol; the

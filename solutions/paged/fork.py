@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import Callable
 
 import torch
 
-from solutions.batching import Request, State
+from solutions.batching import Request, Scheduler, State
 from solutions.checks import check_int
 
+from .allocator import BlockAllocator
 from .block_table import blocks_needed
 
 
@@ -61,6 +63,19 @@ class CopyOnWrite:
             self.block_tables[r, i] = new
         # END SOLUTION
 
+    # -- given
+    # The state this part uses, all of it set by `PagedKVCache.__init__` (cache.py) and stage
+    # 04's `_CacheBase`: declared here so that a reader sees what the methods above touch. It
+    # also calls two methods of block_table.py's `BlockTables`: `_row_ids` and `_set_table`.
+    lengths: torch.Tensor           # (batch,) int64: the valid tokens of each row
+    allocator: BlockAllocator       # the pool: reference counts, fork, allocate, free
+    block_size: int
+    k: torch.Tensor                 # (n_layer, num_blocks, block_size, n_head, head_dim) pools
+    v: torch.Tensor
+    tables: list[list[int]]         # row r's blocks, in logical order (block_table.py)
+    block_tables: torch.Tensor      # (batch, max_blocks) int64: the same ids, padded with -1
+    row_hashes: list[list[bytes]]   # row r's committed keys (prefix.py)
+
     def _blocks_to_copy(self, row_ids: list[int], starts: list[int], new: list[int]) -> list[tuple[int, int]]:
         """(row, table index) of the shared blocks (reference count > 1) that rows will
         write into, positions starts[i]..new[i]-1; only blocks the row already holds (given)."""
@@ -77,6 +92,16 @@ class CopyOnWrite:
 class ParallelSampling:
     """n answers to one prompt on shared blocks; `PagedEngine` inherits it (engine.py), whose
     `_forks` maps a leader's id to the siblings waiting for its prompt to run."""
+
+    # The state this part uses, set by `PagedEngine.__init__` (engine.py) and stage 05's
+    # `Engine.__init__`: declared here so that a reader sees what the methods below touch. It
+    # also calls the engine's `add_request` and, through `super()`, stage 05's `abort`.
+    _forks: dict[str, list[Request]]  # leader id -> siblings waiting for its prefill
+    requests: dict[str, Request]
+    scheduler: Scheduler
+    free_slots: list[int]             # the cache rows nobody holds, in order
+    cache: CopyOnWrite                # the engine's PagedKVCache: here only its `fork_row` is used
+    clock: Callable[[], float]
 
     def _fork_siblings(self, ready: list[Request], logits: torch.Tensor) -> tuple[list[Request], torch.Tensor]:
         """Siblings of a leader whose prompt has just run join it; returns (ready, logits[rows]).
