@@ -1,6 +1,6 @@
 # GENERATED from solutions/autograd/arithmetic.py by `course stubs --write`: fill in the bodies that raise NotImplementedError.
 # The lesson is 01_autograd/01_autograd.ipynb. Exercises in this file (line of each hole, then the commands):
-#   1.2 Arithmetic with broadcasting: lines 36, 43, 50, 57, 71, 75, 104; `course check 1.2`, `course hint 1.2`
+#   1.2 Arithmetic with broadcasting: lines 36, 43, 50, 57, 71, 75, 109; `course check 1.2`, `course hint 1.2`
 """Exercise 1.2: + - * / ** and negation, with NumPy broadcasting both ways."""
 
 from __future__ import annotations
@@ -92,6 +92,11 @@ class ArithmeticMixin:
     def __rpow__(self, other: object) -> "Tensor":
         other = _as_operand(other, self)
         return NotImplemented if other is None else other.__pow__(self)
+
+    # -- given: the Tensor state these methods use, set by `Tensor.__init__` and `Tensor.from_op`
+    #    (tensor.py) and declared here so that a reader sees what they touch. They also call
+    #    `self.from_op` (a Tensor staticmethod).
+    data: np.ndarray
 
 
 def _unbroadcast(grad: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:

@@ -62,6 +62,12 @@ class BackwardMixin:
             grad = grad.data
         raise NotImplementedError('Exercise 1.1: Backward in topological order — see 01_autograd.ipynb')
 
+    # -- given: the Tensor state these methods use, set by `Tensor.__init__` and `Tensor.from_op`
+    #    (tensor.py) and declared here so that a reader sees what they touch. They also read
+    #    the properties `shape` and `dtype`, and every graph node's `grad`, `_parents`, `_backward`.
+    data: np.ndarray
+    requires_grad: bool
+
 
 def _keep_leaf_grad(leaf: Tensor, g: np.ndarray, kept: set[int]) -> None:
     """Add the gradient `g` to `leaf.grad` (given code: `backward` calls it for each leaf).

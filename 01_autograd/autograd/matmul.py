@@ -41,3 +41,7 @@ class MatmulMixin:
     def __rmatmul__(self, other: object) -> "Tensor":
         other = _as_operand(other, self)
         return NotImplemented if other is None else other.__matmul__(self)
+
+    # -- given: the Tensor state these methods use, set by `Tensor.__init__` and `Tensor.from_op`
+    #    (tensor.py) and declared here so that a reader sees what they touch. Only Tensor's
+    #    `from_op` and its properties `shape` and `ndim`: no attribute directly.

@@ -42,3 +42,8 @@ class NonlinearMixin:
         `np.errstate(all="raise")`). It saturates to exactly 0 and 1 there, with gradient 0;
         sigmoid(0) is 0.5 with gradient 0.25."""
         raise NotImplementedError('Exercise 1.6: Nonlinearities — see 01_autograd.ipynb')
+
+    # -- given: the Tensor state these methods use, set by `Tensor.__init__` and `Tensor.from_op`
+    #    (tensor.py) and declared here so that a reader sees what they touch. They also call
+    #    `self.from_op` (a Tensor staticmethod).
+    data: np.ndarray

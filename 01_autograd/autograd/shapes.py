@@ -59,3 +59,8 @@ class ShapeMixin:
         if any(isinstance(i, type(self)) for i in items):
             raise TypeError("index a Tensor with ints, slices or integer ndarrays, not with a Tensor")
         raise NotImplementedError('Exercise 1.5: Reshape, transpose and indexing — see 01_autograd.ipynb')
+
+    # -- given: the Tensor state these methods use, set by `Tensor.__init__` and `Tensor.from_op`
+    #    (tensor.py) and declared here so that a reader sees what they touch. They also call
+    #    `self.from_op` and read the properties `shape`, `ndim` and `size`.
+    data: np.ndarray

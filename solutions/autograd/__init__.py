@@ -15,6 +15,15 @@ The files, in exercise order (the lesson is 01_autograd.ipynb):
     module.py      Module: parameters(), zero_grad()                       given
     data.py        make_spirals                                            given
     demo.py        demo(): the engine next to PyTorch (`course demo`)      given
+
+The one import cycle of solutions/ (the course's import-cycle test allows it, and only it):
+`Tensor` is one class, as PyTorch's is (`t.exp()`, `a @ b`, `t.backward()`), yet each
+exercise is a file of its own, so that a learner writes the arithmetic in arithmetic.py and
+nothing else there. tensor.py therefore builds `Tensor` from the mixins of
+backward.py, arithmetic.py, reductions.py, matmul.py, shapes.py and nonlinear.py, and each
+of those imports `Tensor` back, for its annotations only (`if TYPE_CHECKING:`), never when
+it runs: a mixin makes its results with `self.from_op` (or `type(self)`), and declares the
+Tensor state it reads at the end of its class. Nothing else in the stage imports in a circle.
 """
 
 from .arithmetic import _apply, _as_operand, _unbroadcast  # noqa: F401

@@ -160,6 +160,11 @@ class ArithmeticMixin:
         other = _as_operand(other, self)
         return NotImplemented if other is None else other.__pow__(self)
 
+    # -- given: the Tensor state these methods use, set by `Tensor.__init__` and `Tensor.from_op`
+    #    (tensor.py) and declared here so that a reader sees what they touch. They also call
+    #    `self.from_op` (a Tensor staticmethod).
+    data: np.ndarray
+
 
 def _unbroadcast(grad: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
     """`grad` (the gradient of a broadcast result) summed down to an input's `shape`.

@@ -64,3 +64,8 @@ class NonlinearMixin:
         data *= 0.5
         return self.from_op(data, (self,), lambda g: (g * data * (1 - data),))
         # END SOLUTION
+
+    # -- given: the Tensor state these methods use, set by `Tensor.__init__` and `Tensor.from_op`
+    #    (tensor.py) and declared here so that a reader sees what they touch. They also call
+    #    `self.from_op` (a Tensor staticmethod).
+    data: np.ndarray

@@ -83,6 +83,11 @@ class ReductionMixin:
         return self.from_op(data, (self,), backward)
         # END SOLUTION
 
+    # -- given: the Tensor state these methods use, set by `Tensor.__init__` and `Tensor.from_op`
+    #    (tensor.py) and declared here so that a reader sees what they touch. They also call
+    #    `self.from_op` and read the properties `shape` and `ndim`.
+    data: np.ndarray
+
 
 # ---------------------------------------------------------------------- given helpers
 def _normalize_axes(axis: int | Sequence[int] | None, ndim: int) -> tuple[int, ...]:
