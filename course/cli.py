@@ -151,6 +151,8 @@ def cmd_check(args) -> int:
 
 def _check_verdict(st, ex, impl, run, done, took, tampered) -> int:
     """The closing line of `course check` and its exit status."""
+    from course import feedback
+
     if ex:
         ok = done == 1 and not run.errors
         more = ""
@@ -158,6 +160,8 @@ def _check_verdict(st, ex, impl, run, done, took, tampered) -> int:
             verdict = "done"
         elif done == 1:  # its tests that ran pass: something around them went wrong (above)
             verdict = "passes the tests that ran, but some could not run (see above),"
+        elif later := feedback.waits_only_for_later(st, ex.id, run.results):  # go on with the lesson
+            verdict = "passes every test that does not wait for a later exercise (above): go on,"
         else:
             verdict, more = "not done yet", f" Stuck? `course hint {ex.id}`."
         print(f"{ex.id} {verdict} in {took:.0f} s.{more} "

@@ -267,14 +267,32 @@ def code_of(st: manifest.Stage, message: str) -> str | None:
 
 
 def blocked_by(ex_id: str, states: dict[str, str], results=()) -> list[str]:
-    """The exercises that keep `ex_id` from passing: its declared requirements that are not
-    done (per `states`, {id: state}), and other exercises whose TODO stopped its tests."""
-    out = [r for r in manifest.exercise(ex_id).requires if states.get(r, "done") not in ("done", "no-gpu")]
+    """The exercises that keep `ex_id` from passing: its declared requirements whose own
+    code is not known to work (per `states`, {id: state}: not done, and not merely "blocked",
+    which says its tests found nothing wrong in its code but stopped at yet another TODO),
+    and the other exercises whose TODO stopped its tests in this run."""
+    out = [r for r in manifest.exercise(ex_id).requires
+           if states.get(r, "done") not in ("done", "no-gpu", "blocked")]
     for res in as_results(results):
         t = res.todo_id if res.outcome == "failed" else None
         if t and t != ex_id and t not in out:
             out.append(t)
     return out
+
+
+def _later(other: str, ex_id: str, st: manifest.Stage) -> bool:
+    """Whether exercise `other` comes after `ex_id` in stage `st`'s order (the lesson's)."""
+    order = [e.id for e in st.exercises]
+    return other in order and order.index(other) > order.index(ex_id)
+
+
+def waits_only_for_later(st: manifest.Stage, ex_id: str, results) -> list[str]:
+    """The later exercises of the lesson whose TODOs alone stopped `ex_id`'s failed tests
+    (its own code passed everything else), or [] when anything else failed."""
+    failed = [r for r in as_results(results) if r.outcome == "failed" and r.exercise == ex_id]
+    later = sorted({r.todo_id for r in failed if r.todo_id and _later(r.todo_id, ex_id, st)},
+                   key=[e.id for e in st.exercises].index)
+    return later if failed and all(r.todo_id in later for r in failed) else []
 
 
 def fmt_points(score: float, max_score: float) -> str:
@@ -378,7 +396,11 @@ def check_lines(st: manifest.Stage, results, errors: list[str], only: str | None
             out += wrap(f"TODO, blocked by {', '.join(block)} (its tests use them)" if block else
                         "TODO: fill it in")
             continue
-        if block:
+        if block and all(_later(b, ex.id, st) for b in block):  # the lesson comes to them next
+            waiting = sum(r.todo_id in block for r in failed)
+            out += wrap(f"{waiting} of its tests call {', '.join(block)}, later in the lesson: they count "
+                        f"once {'that is' if len(block) == 1 else 'those are'} written")
+        elif block:
             out += wrap(f"blocked by {', '.join(block)}: its tests call that code"
                         + ("" if own_todo or not failed else
                            "; do that first" if len(block) == 1 else "; do those first"))

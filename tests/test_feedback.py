@@ -426,3 +426,24 @@ def test_a_check_cell_line_keeps_the_whole_message():
     line = summary_line(ex, 1, out)
     assert line.endswith("(expected 7.91, got 7.96)") and "…" not in line, line
     assert summary_line(ex, 0, out) == f"✔ {ex.id} {ex.title}: done"
+
+
+def test_tests_waiting_for_a_later_exercise_say_go_on_not_blocked_by_a_blocked_one():
+    """Stage 07's HTTP tests need the whole request path (7.1-7.6): a learner in the lesson's
+    order has 7.3 right while its server tests stop at 7.4's TODO. The check says they count
+    once 7.4 is written (not "do that first"), and an earlier exercise whose own tests found
+    nothing wrong (state "blocked") is not named as blocking."""
+    st = manifest.stage("07")
+    todo74 = _todo("7.4")
+    rs = [_res("unit", "7.3", "passed"),
+          _res("http", "7.3", "failed", f"TODO: {todo74}", todo=todo74)]
+    assert feedback.blocked_by("7.3", {"7.1": "blocked", "7.2": "done"}, rs) == ["7.4"]
+    assert feedback.blocked_by("7.3", {"7.1": "partial"}, rs) == ["7.1", "7.4"], "7.1's own code fails: named"
+    assert feedback.waits_only_for_later(st, "7.3", rs) == ["7.4"]
+    lines, _ = feedback.check_lines(st, rs, [], only="7.3", known={"7.1": "done", "7.2": "done"})
+    text = " ".join(" ".join(lines).split())
+    assert "later in the lesson: they count once" in text and "do that first" not in text, text
+    own_bug = rs + [_res("rule", "7.3", "failed", "AssertionError: exactly at a deadline is not past it")]
+    assert feedback.waits_only_for_later(st, "7.3", own_bug) == [], "a failure in 7.3's own code is not waiting"
+    assert feedback.waits_only_for_later(st, "7.4", [_res("x", "7.4", "failed", "TODO", todo=_todo("7.2"))]) == [], \
+        "an earlier exercise's TODO is not 'later in the lesson'"
