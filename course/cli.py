@@ -31,19 +31,10 @@ import time
 from course import layout, manifest
 from course.loader import IMPLS, current_impl, load, root, set_impl
 
-SYMBOL = {"done": "✔", "failing": "✘", "partial": "◐", "started": "…", "TODO": "·", "missing": "?",
-          "error": "!", "blocked": "⊘", "no-gpu": "-"}
-
-
 def _stages(arg: str | None) -> list[manifest.Stage]:
     if not arg:
         return list(manifest.STAGES)
     return [manifest.stage(k) for k in arg.replace(" ", ",").split(",") if k]
-
-
-def _short(text: str, n: int) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= n else text[: n - 1] + "…"
 
 
 # ---- stubs ------------------------------------------------------------------------------
@@ -126,14 +117,15 @@ def cmd_check(args) -> int:
         for k, v in saved.items():
             if v is not None:
                 os.environ[k] = v
-    tampered = list(getattr(run, "anomalies", []) or [])
+    tampered = list(run.anomalies)
+    results = run.in_order()
     if impl == "student" and not tampered:
-        progress.record(run.results)
+        progress.record(results)
     # the other exercises as recorded: one whose latest run had full marks blocks nothing
     near = sorted({st.number, *(manifest.stage_of(r).number for r in feedback.requires_closure(ex.id))}) if ex else []
     known = ({r.exercise.id: "done" if r.recorded_done else r.state for r in progress.status(near)}
              if ex and impl == "student" else None)
-    lines, done = feedback.check_lines(st, run.results, run.errors, only=ex.id if ex else None,
+    lines, done = feedback.check_lines(st, results, run.errors, only=ex.id if ex else None,
                                        known=known or ({e.id: "done" for e in st.exercises} if ex else None))
     print("\n".join(lines))
     for what in tampered[:5]:
@@ -143,7 +135,7 @@ def cmd_check(args) -> int:
     took = time.perf_counter() - t0
     rc = _check_verdict(st, ex, impl, run, done, took, tampered)
     t1 = time.perf_counter()  # the speed check comes after the verdict: the learner has it already
-    for line in _speed_checks(st, run.results, ex):
+    for line in _speed_checks(st, results, ex):
         print("\n".join(feedback.wrap(f"{line} (speed check: {time.perf_counter() - t1:.0f} s)",
                                        indent=" ⏱ ", max_lines=4)))
     return rc
@@ -245,6 +237,7 @@ def cmd_hint(args) -> int:
 def cmd_status(args) -> int:
     """Progress over every stage from the saved results (no test runs): fast."""
     from course import feedback, progress
+    from course.feedback import SYMBOL, _short
 
     rows = progress.status()
     print(f"{'stage':<34} {'done':>7} {'points':>9}  next")
@@ -314,57 +307,48 @@ def cmd_grade(args) -> int:
     from pathlib import Path
 
     from course import grading
+    from course import report
 
     def refuse(msg: str) -> int:
         print(f"error: {msg}", file=sys.stderr)
         return 2
 
     try:
-        stages = _unique(_stages(args.stages))
+        stages = _stages(args.stages)
     except KeyError as e:
         return refuse(e.args[0])
     if not stages:
         return refuse(f"--stages {args.stages!r} names no stage")
-    hidden = Path(args.hidden) if args.hidden else None
-    if hidden is not None and not hidden.is_dir():
-        return refuse(f"--hidden {hidden} is not a folder")
-    submission = Path(args.submission) if args.submission else None
-    if submission is not None and not submission.is_dir():
-        return refuse(f"--submission {submission} is not a folder")
     for opt, path in (("--json", args.json), ("--summary", args.summary)):
         if path:
-            why = grading.check_writable(path)
+            why = report.check_writable(path)
             if why:
                 return refuse(f"{opt} {path}: {why}; nothing was graded")
     if args.json and args.summary and Path(args.json).resolve() == Path(args.summary).resolve():
         return refuse("--json and --summary name the same file")
     impl = args.impl or "student"
-    report: list[str] = []
+    lines: list[str] = []  # the instructor's
     import signal
 
     # a cancelled CI job sends SIGTERM: unwind, so the test processes are killed and the
     # temporary copies removed (the runner's and the sandbox's `finally` blocks)
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
-    entries = grading.grade(stages, impl=impl, hidden=hidden, timeout=args.timeout, submission=submission,
-                            progress=lambda m: print(m, file=sys.stderr, flush=True), report=report)
-    print(grading.console_table(entries))
-    for line in report:
+    try:
+        entries = grading.grade(stages, impl=impl, hidden=Path(args.hidden) if args.hidden else None,
+                                timeout=args.timeout, submission=Path(args.submission) if args.submission else None,
+                                progress=lambda m: print(m, file=sys.stderr, flush=True), report=lines)
+    except grading.GradeInputError as e:
+        return refuse(str(e))
+    print(report.console_table(entries))
+    for line in lines:
         print(f"course grade: {line}", file=sys.stderr)
     if args.json:
-        grading.write_atomic(args.json, grading.dump_json(entries))
+        grading.write_atomic(args.json, report.dump_json(entries))
         print(f"wrote {args.json}")
     if args.summary:
-        grading.write_atomic(args.summary, grading.markdown_summary(entries, report=report))
+        grading.write_atomic(args.summary, report.markdown_summary(entries, report=lines))
         print(f"wrote {args.summary}")
     return 0
-
-
-def _unique(stages: list[manifest.Stage]) -> list[manifest.Stage]:
-    out: list[manifest.Stage] = []
-    for st in stages:
-        if st not in out:
-            out.append(st)
-    return out
 
 
 def _seconds(text: str) -> float:

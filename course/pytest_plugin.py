@@ -41,13 +41,13 @@ from pathlib import Path
 import pytest
 
 from course import answers, loader
-from course.results import META, RAN, TestResult, todo_line, todo_of_message
+from course.cuda import has_cuda
+from course.results import HIDDEN_DIR, META, RAN, Crash, TestResult, todo_line, todo_of_message
 
 _RESULTS_KEY = pytest.StashKey[list]()  # the TestResult of every test that ran, in order
 _ERRORS_KEY = pytest.StashKey[list]()
 _META_KEY = pytest.StashKey[dict]()  # nodeid -> TestResult of a collected test (META only)
 _RUNNING_KEY = pytest.StashKey[dict]()  # nodeid -> TestResult being assembled from its phases
-HIDDEN_DIR = "hidden_tests"
 HARD_GRACE = 10.0  # seconds after the time limit before the watchdog ends the process
 
 try:  # the real stderr, saved before pytest captures fd 2: the watchdog writes here
@@ -438,18 +438,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if gone:
             config.hook.pytest_deselected(items=gone)
             items[:] = keep
-    has_cuda = None
     for item in items:
-        if item.get_closest_marker("gpu") is None:
-            continue
-        if has_cuda is None:
-            try:
-                import torch
-
-                has_cuda = torch.cuda.is_available()
-            except Exception:
-                has_cuda = False
-        if not has_cuda:
+        if item.get_closest_marker("gpu") is not None and not has_cuda():
             item.add_marker(pytest.mark.skip(reason="needs CUDA"))
 
 
@@ -551,21 +541,13 @@ class TodoRepr:
 
     def __init__(self, message: str, path: str, lineno: int):
         self.message = message
-        self.reprcrash = _Crash(path, lineno, message)
+        self.reprcrash = Crash(path, lineno, message)
 
     def toterminal(self, tw) -> None:
         tw.line(self.message, red=True, bold=True)
 
     def __str__(self) -> str:
         return self.message
-
-
-class _Crash:
-    def __init__(self, path: str, lineno: int, message: str):
-        self.path, self.lineno, self.message = path, lineno, message
-
-    def __str__(self) -> str:  # pytest's --tb=line prints a failure's crash as str()
-        return f"{self.path}:{self.lineno}: {self.message}"
 
 
 def _todo_message(excinfo) -> str | None:

@@ -34,8 +34,8 @@ from pathlib import Path
 
 from course import layout, manifest
 from course.loader import root
+from course.results import HIDDEN_DIR
 
-HIDDEN_DIR = "hidden_tests"
 _ALWAYS_IGNORE = ("__pycache__", "*.pyc", ".ipynb_checkpoints", ".hypothesis", ".pytest_cache", "*.egg-info",
                   "bench_results", ".course", ".DS_Store")
 TOP_FILES = ("README.md", "pyproject.toml", "Makefile", ".gitignore", "CONTRIBUTING.md")

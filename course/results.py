@@ -1,4 +1,5 @@
-"""One test's result, in the one shape the harness keeps it, and the stub's TODO message.
+"""One test's result and one run's record, in the one shape the harness keeps them, and the
+stub's TODO message.
 
 `TestResult` is what the pytest plugin assembles from a test's phase reports, what the
 grading parent (`course.runner`) records from the event stream, and what `course.grading`,
@@ -10,12 +11,16 @@ A stub's hole raises `NotImplementedError(todo_message(...))`, i.e.
 `Exercise 1.3: <title> — see 01_autograd.ipynb`; pytest shows that failure as one line,
 `TODO: Exercise 1.3: ...` (`todo_line`); `todo_of_message` reads the exercise id back
 from either form. This module is the only one that knows the format.
+
+`Run` is the record of one contained pytest run (`course.runner` fills it in from the event
+stream): what was collected, each test's result, and what went wrong around them. `course
+check`, `course grade` and the scoring (`course.scoring`) all read that one record.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 OUTCOMES = ("passed", "failed", "skipped")
 META = ("nodeid", "exercise", "points", "given", "gpu")  # what collecting a test tells
@@ -56,6 +61,17 @@ def todo_line(stub_message: str, test_exercise: str | None = None) -> str:
 def has_hole(source: str, ex_id: str) -> bool:
     """Does this stub source still raise exercise `ex_id`'s TODO?"""
     return re.search(r"raise\s+NotImplementedError\(\s*['\"]" + re.escape(f"Exercise {ex_id}:"), source) is not None
+
+
+class Crash:
+    """Where a short failure report (a stub's TODO, a learner's syntax error) ends: pytest
+    reads it as a report's `reprcrash`, and `--tb=line` prints it as `path:lineno: message`."""
+
+    def __init__(self, path: str, lineno: int, message: str):
+        self.path, self.lineno, self.message = path, lineno, message
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.lineno}: {self.message}"
 
 
 # ---- the test result --------------------------------------------------------------------
@@ -122,3 +138,29 @@ def as_result(r: TestResult | dict) -> TestResult:
 def as_results(rs) -> list[TestResult]:
     """Results from TestResults or their dicts (a test's literal, a saved file)."""
     return [as_result(r) for r in rs]
+
+
+@dataclass
+class Run:
+    """One contained pytest run. `results` may be given as a list of TestResults (or their
+    dicts): it is kept keyed by node id, in that order."""
+
+    collected: dict[str, TestResult] = field(default_factory=dict)  # nodeid -> what collection told (META)
+    results: dict[str, TestResult] = field(default_factory=dict)
+    errors: list[str] = field(default_factory=list)  # collection errors, crashes, a run that could not start
+    anomalies: list[str] = field(default_factory=list)  # protocol violations: tampering
+    answers: dict[str, dict[str, dict]] = field(default_factory=dict)  # nodeid -> name -> course.answer record
+    output: str = ""
+    processes: int = 0
+    collect_failed: bool = False
+    tampered: bool = False  # the plugin reported replaced helpers: the run stops
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.results, dict):
+            self.results = {r.nodeid: r for r in as_results(self.results)}
+
+    def in_order(self) -> list[TestResult]:
+        """The results in collection order, then those of tests never collected."""
+        order = list(self.collected)
+        extra = [n for n in self.results if n not in self.collected]
+        return [self.results[n] for n in order + extra if n in self.results]

@@ -7,7 +7,7 @@ import sys
 import pytest
 import yaml
 
-from course import cli, manifest
+from course import cli, feedback, manifest
 from tests.helpers import ROOT, existing_stages, run
 
 
@@ -44,7 +44,7 @@ def test_check_one_exercise_runs_only_its_tests(tmp_path):
     ex = st.exercises[1]
     proc = run([sys.executable, "-m", "course", "check", ex.id, "--impl", "solution"], timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:]
-    rows = [line.split()[1] for line in proc.stdout.splitlines() if line[:2].strip() in cli.SYMBOL.values()
+    rows = [line.split()[1] for line in proc.stdout.splitlines() if line[:2].strip() in feedback.SYMBOL.values()
             and len(line.split()) > 1]
     assert rows == [ex.id], proc.stdout
     assert f"{ex.id} done" in proc.stdout

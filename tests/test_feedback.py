@@ -220,7 +220,7 @@ def test_check_lines_show_the_message_blockers_points_and_given_code():
     assert re.search(r"blocked by (1\.\d, )*1\.3\b", text)
     assert "given code (not graded): 2 passed, 1 skipped" in text
     # the points are course.grading's
-    entries = grading.grade_stage(st, grading.RunResult(results=rs))
+    entries = grading.grade_stage(st, grading.Run(results=rs))
     assert lines[-1].strip().startswith(f"points: {feedback.fmt_points(sum(e.score for e in entries), 100)};")
 
 
@@ -261,7 +261,7 @@ def test_status_and_check_agree_on_points(tmp_path, monkeypatch):
     rs = _synthetic_stage01()
     progress.record(rs)
     rows = [r for r in progress.status() if r.stage is st]
-    entries = grading.grade_stage(st, grading.RunResult(results=rs))
+    entries = grading.grade_stage(st, grading.Run(results=rs))
     assert {r.exercise.id: round(r.score, 6) for r in rows} == {e.exercise: round(e.score, 6) for e in entries}
     state = {r.exercise.id: r.state for r in rows}
     assert state["1.1"] == "done" and state["1.2"] == "partial" and state["1.4"] == "blocked"
@@ -288,7 +288,7 @@ def test_status_prints_the_same_points_within_80_columns(tmp_path, monkeypatch):
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     assert all(len(ln) <= 80 for ln in lines), [ln for ln in lines if len(ln) > 80]
-    entries = grading.grade_stage(manifest.stage("01"), grading.RunResult(results=_synthetic_stage01()))
+    entries = grading.grade_stage(manifest.stage("01"), grading.Run(results=_synthetic_stage01()))
     got = feedback.fmt_points(sum(e.score for e in entries), 100)
     assert re.search(rf"^01 .*\b1/8\s+{re.escape(got)}\b", proc.stdout, re.M), proc.stdout
     assert "given code (not graded): 2/2 tests pass" in proc.stdout

@@ -163,10 +163,10 @@ def test_skips_score_zero_and_missing_gpu_is_not_counted(monkeypatch):
     monkeypatch.setattr(grading, "_HAS_CUDA", False)
     rs = [{"nodeid": f"{st.folder}/tests/t.py::a", "exercise": ex.id, "outcome": "passed"},
           {"nodeid": f"{st.folder}/tests/t.py::b", "exercise": ex.id, "outcome": "skipped", "skip_reason": "x"}]
-    e = grading.grade_stage(st, grading.RunResult(results=rs))[0]
+    e = grading.grade_stage(st, grading.Run(results=rs))[0]
     assert e.score == ex.points / 2 and "skipped" in e.output
     rs[1].update(gpu=True, skip_reason="needs CUDA")
-    e = grading.grade_stage(st, grading.RunResult(results=rs))[0]
+    e = grading.grade_stage(st, grading.Run(results=rs))[0]
     assert e.score == e.max_score == ex.points and "not counted" in e.output
 
 

@@ -13,7 +13,7 @@ from tests.helpers import stage_params
 def test_every_exercise_test_fails_on_the_stub(st: manifest.Stage):
     run = grading.run_pytest(grading.stage_test_paths(st, hidden=True), "student", timeout=60, hidden=True)
     assert not run.errors, f"stage {st.number} did not run cleanly on its stub: {run.errors}"
-    ex_results = [r for r in run.results if r.exercise]
+    ex_results = [r for r in run.in_order() if r.exercise]
     assert ex_results, f"no exercise test of stage {st.number} ran"
     passed = [r.nodeid for r in ex_results if r.outcome == "passed"]
     assert not passed, f"these exercise tests pass on the stub, so they assert nothing: {passed}"
