@@ -185,7 +185,7 @@ class LearnerErrorRepr:
 
     def __init__(self, lines: list[str], path: str, lineno: int):
         self.lines = lines
-        self.reprcrash = _Crash(path, lineno, lines[0])
+        self.reprcrash = Crash(path, lineno, lines[0])
 
     def toterminal(self, tw) -> None:
         tw.line(self.lines[0], red=True, bold=True)
@@ -194,11 +194,6 @@ class LearnerErrorRepr:
 
     def __str__(self) -> str:
         return "\n".join(self.lines)
-
-
-class _Crash:
-    def __init__(self, path: str, lineno: int, message: str):
-        self.path, self.lineno, self.message = path, lineno, message
 
 
 # ---- per exercise: the failure to show, blocked, points --------------------------------

@@ -31,7 +31,7 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from course.results import META, OUTCOMES, RAN, TestResult
+from course.results import META, OUTCOMES, RAN, Run, TestResult
 from course.sandbox import Sandbox
 
 # Installed pytest plugins the course's tests never use, kept out of every test process: each
@@ -43,24 +43,6 @@ GRACE = 5.0  # seconds past a test's limit before the parent kills its process
 MAX_SLOWDOWN = 10.0  # a limit grows with the machine's measured slowdown up to this factor
 MAX_PROCESSES = 10_000  # test processes of one run at most (each must report a result)
 MAX_ANSWERS = 500  # answers kept per test (course.answer)
-
-
-@dataclass
-class Run:
-    collected: dict[str, TestResult] = field(default_factory=dict)  # nodeid -> what collection told (META)
-    results: dict[str, TestResult] = field(default_factory=dict)
-    errors: list[str] = field(default_factory=list)  # collection errors, a run that could not start
-    anomalies: list[str] = field(default_factory=list)  # protocol violations: tampering
-    answers: dict[str, dict[str, dict]] = field(default_factory=dict)  # nodeid -> name -> course.answer record
-    output: str = ""
-    processes: int = 0
-    collect_failed: bool = False
-    tampered: bool = False  # the plugin reported replaced helpers: the run stops
-
-    def in_order(self) -> list[TestResult]:
-        order = list(self.collected)
-        extra = [n for n in self.results if n not in self.collected]
-        return [self.results[n] for n in order + extra if n in self.results]
 
 
 # ---- limits that scale with the machine ------------------------------------------------

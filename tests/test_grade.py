@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from course import grading, manifest
+from course import cuda, grading, manifest
 from tests.helpers import existing_stages, run, small_course
 
 
@@ -160,7 +160,7 @@ def test_markdown_summary_hides_hidden_tests():
 def test_skips_score_zero_and_missing_gpu_is_not_counted(monkeypatch):
     st = manifest.STAGES[0]
     ex = st.exercises[0]
-    monkeypatch.setattr(grading, "_HAS_CUDA", False)
+    monkeypatch.setattr(cuda, "_HAS_CUDA", False)
     rs = [{"nodeid": f"{st.folder}/tests/t.py::a", "exercise": ex.id, "outcome": "passed"},
           {"nodeid": f"{st.folder}/tests/t.py::b", "exercise": ex.id, "outcome": "skipped", "skip_reason": "x"}]
     e = grading.grade_stage(st, grading.Run(results=rs))[0]
