@@ -1252,6 +1252,13 @@ MUTATIONS = (
     M("07-deadline-first-token-after-the-first-token", "server",
       "and not request.output and age > first_token_s:", "and age > first_token_s:",
       ("tests/test_server_deadlines.py::test_deadline_reason",)),
+    M("07-deadline-total-from-the-first-token", "server",  # the stage-07 learner trial's
+      "    age = now - request.arrival\n",
+      "    age = now - (request.token_times[0] if request.token_times else request.arrival)\n",
+      ("tests/test_server_deadlines.py::test_deadline_reason",)),
+    M("07-deadline-finished-request-is-late", "server",
+      "    if request.finished or request.arrival is None:\n", "    if request.arrival is None:\n",
+      ("tests/test_server_deadlines.py::test_deadline_reason",)),
     M("07-disconnect-watch-blocks-the-loop", "server",
       "    while not await request.is_disconnected():\n        await asyncio.sleep(poll_s)\n",
       "    while not await request.is_disconnected():\n        __import__(\"time\").sleep(poll_s)\n",

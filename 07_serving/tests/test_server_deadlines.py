@@ -27,7 +27,8 @@ def test_deadline_reason(tiny_model):
     assert late(r, 10.5, first_token_s=1.0, total_s=2.0) is None
     assert late(r, 11.5, first_token_s=1.0, total_s=2.0) == "first_token"
     assert late(r, 11.5, first_token_s=None, total_s=2.0) is None
-    assert late(r, 12.5, first_token_s=None, total_s=2.0) == "total"
+    assert late(r, 12.5, first_token_s=None, total_s=2.0) == "total", \
+        "2.5 s after arrival, past a total deadline of 2 s: 'total'"
     assert late(r, 99.0, first_token_s=None, total_s=None) is None
     assert late(r, 12.5, first_token_s=1.0, total_s=2.0) == "first_token", \
         "past both deadlines with no token yet: the first-token deadline wins"
@@ -37,7 +38,8 @@ def test_deadline_reason(tiny_model):
     assert r.output
     assert late(r, 11.5, first_token_s=1.0, total_s=2.0) is None, "the first token came in time"
     assert late(r, 12.0, first_token_s=1.0, total_s=2.0) is None, "exactly at the deadline is not past it"
-    assert late(r, 12.01, first_token_s=1.0, total_s=2.0) == "total"
+    assert late(r, 12.01, first_token_s=1.0, total_s=2.0) == "total", \
+        "the total deadline runs from the request's arrival (10 s), not from its first token"
     engine.abort(r.request_id)
     assert late(r, 50.0, first_token_s=1.0, total_s=2.0) is None, "a finished request is never late"
     fresh = Request([1, 2], 3)
