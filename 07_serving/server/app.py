@@ -18,13 +18,14 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
 
-from solutions.batching import Engine
+from solutions.paged import PagedEngine
 from solutions.tokenizer import ByteTokenizer
 
 from .disconnect import next_events, stream_closed, until_disconnected
-from .engine_loop import Job
+from .engine_client import Delta, Error, Event, Finish
+from .engine_process import EngineProcess
 from .protocol import APIError, bad
-from .state import ServerConfig, ServerState
+from .state import Job, ServerConfig, ServerState
 from .streaming import TokenStream, sse
 from .validation import parse_request
 
@@ -59,34 +60,43 @@ def _whole(g, finished: int) -> int:
     return g.n if finished >= g.num_choices else min(finished, g.n - 1)
 
 
-async def _stream_events(state: ServerState, job: Job, first: list[tuple]) -> AsyncIterator[bytes]:
+def _frames(job: Job, ev: Delta | Finish, roles_sent: set[int]) -> list[bytes]:
+    """The SSE frames of one event of a streaming job (a chat choice's first frame carries
+    the assistant role)."""
+    frames = []
+    if job.gen.kind == "chat" and ev.index not in roles_sent:
+        roles_sent.add(ev.index)
+        frames.append(sse(_chunk(job, [_choice(job, ev.index, None, None, role=True)])))
+    if isinstance(ev, Delta):
+        frames.append(sse(_chunk(job, [_choice(job, ev.index, ev.text, None)])))
+    else:
+        frames.append(sse(_chunk(job, [_choice(job, ev.index, None, ev.reason)])))
+    return frames
+
+
+async def _stream_events(state: ServerState, job: Job, first: list[Event]) -> AsyncIterator[bytes]:
     """The SSE body of a streaming job: `first` (already received), then events until
     every choice has finished; an error becomes an event, then [DONE]. If the client goes
     away, Starlette cancels this generator: the `finally` aborts the job."""
     g = job.gen
-    finished: dict[int, tuple[int, int]] = {}
+    finished: dict[int, Finish] = {}
     roles_sent: set[int] = set()
     events = first
     try:
         while True:
             for ev in events:
-                if ev[0] == "error":
-                    yield sse(ev[1].body())
+                if isinstance(ev, Error):
+                    yield sse(ev.error.body())
                     yield sse("[DONE]")
                     return
-                index = ev[1]
-                if g.kind == "chat" and index not in roles_sent:
-                    roles_sent.add(index)
-                    yield sse(_chunk(job, [_choice(job, index, None, None, role=True)]))
-                if ev[0] == "delta":
-                    yield sse(_chunk(job, [_choice(job, index, ev[2], None)]))
-                else:
-                    finished[index] = (ev[3], ev[4])
-                    yield sse(_chunk(job, [_choice(job, index, None, ev[2])]))
+                if isinstance(ev, Finish):
+                    finished[ev.index] = ev
+                for frame in _frames(job, ev, roles_sent):
+                    yield frame
             if len(finished) == g.num_choices:
                 if g.include_usage:
                     prompt = sum(len(p) for p in g.batch)
-                    yield sse(_chunk(job, [], _usage(prompt, sum(c for _, c in finished.values()))))
+                    yield sse(_chunk(job, [], _usage(prompt, sum(f.completion_tokens for f in finished.values()))))
                 yield sse("[DONE]")
                 return
             events = await job.stream.get_batch()
@@ -122,9 +132,8 @@ async def _generate(request: HTTPRequest, state: ServerState, kind: str) -> Resp
     ticket = state.admission.admit_batch([len(p) for p in gen.batch], gen.max_tokens, gen.n)
     prefix = "cmpl" if kind == "completion" else "chatcmpl"
     job = Job(f"{prefix}-{uuid.uuid4().hex[:24]}", gen, TokenStream(asyncio.get_running_loop()), ticket,
-              arrival=state.engine.clock())
-    state.jobs[job.id] = job
-    state.loop.submit(("add", job))
+              arrival=state.loop.clock())
+    state.add(job)
     streaming = False
     gone = asyncio.ensure_future(until_disconnected(request))
     try:
@@ -132,8 +141,8 @@ async def _generate(request: HTTPRequest, state: ServerState, kind: str) -> Resp
         if first is None:  # the client left before anything came back
             state.abort(job, "disconnect")
             return Response(status_code=499)
-        if first[0][0] == "error":  # nothing was sent yet: a real HTTP status
-            return first[0][1].response()
+        if isinstance(first[0], Error):  # nothing was sent yet: a real HTTP status
+            return first[0].error.response()
         if gen.stream:
             streaming = True
             return StreamingResponse(_stream_events(state, job, first), media_type="text/event-stream",
@@ -148,33 +157,33 @@ async def _generate(request: HTTPRequest, state: ServerState, kind: str) -> Resp
             state.jobs.pop(job.id, None)
 
 
-async def _collect(state: ServerState, job: Job, events: list[tuple], gone: asyncio.Future) -> Response:
+async def _collect(state: ServerState, job: Job, events: list[Event], gone: asyncio.Future) -> Response:
     """A non-streaming answer: gather every choice's text, racing the client's departure."""
     g = job.gen
     texts = [""] * g.num_choices
-    finished: dict[int, tuple[str, int, int]] = {}
+    finished: dict[int, Finish] = {}
     while True:
         for ev in events:
-            if ev[0] == "error":
-                return ev[1].response()
-            if ev[0] == "delta":
-                texts[ev[1]] += ev[2]
+            if isinstance(ev, Error):
+                return ev.error.response()
+            if isinstance(ev, Delta):
+                texts[ev.index] += ev.text
             else:
-                finished[ev[1]] = (ev[2], ev[3], ev[4])
+                finished[ev.index] = ev
         if len(finished) == g.num_choices:
             break
         events = await next_events(job.stream, gone)
         if events is None:
             state.abort(job, "disconnect")
             return Response(status_code=499)
-    usage = _usage(sum(len(p) for p in g.batch), sum(c for _, _, c in finished.values()))
+    usage = _usage(sum(len(p) for p in g.batch), sum(f.completion_tokens for f in finished.values()))
     if g.kind == "completion":
-        choices = [{"index": i, "text": texts[i], "logprobs": None, "finish_reason": finished[i][0]}
+        choices = [{"index": i, "text": texts[i], "logprobs": None, "finish_reason": finished[i].reason}
                    for i in range(g.num_choices)]
         obj = "text_completion"
     else:
         choices = [{"index": i, "message": {"role": "assistant", "content": texts[i]}, "logprobs": None,
-                    "finish_reason": finished[i][0]} for i in range(g.num_choices)]
+                    "finish_reason": finished[i].reason} for i in range(g.num_choices)]
         obj = "chat.completion"
     return JSONResponse({"id": job.id, "object": obj, "created": job.created, "model": g.model,
                          "choices": choices, "usage": usage})
@@ -227,15 +236,17 @@ class _BearerAuth:
         await self.app(scope, receive, send)
 
 
-def build_app(engine: Engine, tokenizer: ByteTokenizer | None = None, config: ServerConfig | None = None) -> FastAPI:
-    """The FastAPI app over `engine`; the engine thread starts and stops with the app's
-    lifespan. `app.state.course` is the ServerState."""
+def build_app(engine: PagedEngine | EngineProcess, tokenizer: ByteTokenizer | None = None,
+              config: ServerConfig | None = None) -> FastAPI:
+    """The FastAPI app over `engine` (run in a thread of this process, or an
+    `EngineProcess`); the engine starts and stops with the app's lifespan.
+    `app.state.course` is the ServerState."""
     config = config or ServerConfig()
     state = ServerState(engine, tokenizer or ByteTokenizer(), config)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI):
-        state.loop.start()
+        state.start()
         try:
             yield
         finally:
@@ -257,6 +268,13 @@ def build_app(engine: Engine, tokenizer: ByteTokenizer | None = None, config: Se
     if config.api_key is not None:
         app.add_middleware(_BearerAuth, key=config.api_key)
 
+    _routes(app, state)
+    return app
+
+
+def _routes(app: FastAPI, state: ServerState) -> None:
+    """The API: OpenAI's two generation endpoints and its model list; /health and /metrics."""
+
     @app.post("/v1/completions")
     async def completions(request: HTTPRequest):
         return await _guarded(request, state, "completion")
@@ -274,7 +292,7 @@ def build_app(engine: Engine, tokenizer: ByteTokenizer | None = None, config: Se
     @app.get("/health")
     async def health():
         status = "draining" if state.admission.draining else "ok"
-        return JSONResponse({"status": status, **state.loop.stats, "in_flight": len(state.jobs),
+        return JSONResponse({"status": status, **state.stats, "in_flight": len(state.jobs),
                              "reserved_blocks": state.admission.reserved_blocks,
                              "admitted": state.admission.admitted, "rejected": state.admission.rejected},
                             status_code=200 if status == "ok" else 503)
@@ -282,5 +300,3 @@ def build_app(engine: Engine, tokenizer: ByteTokenizer | None = None, config: Se
     @app.get("/metrics")
     async def metrics():
         return Response(state.metrics.exposition(), media_type=CONTENT_TYPE_LATEST)
-
-    return app

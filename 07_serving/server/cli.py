@@ -47,10 +47,8 @@ def engine_threads(model: GPT, cores: int) -> int:
     return max(1, cores - 1)
 
 
-def main(argv: list[str] | None = None, prog: str = "python -m solutions.server") -> int:
-    """`python -m solutions.server` (or `course serve`): serve a model on loopback until
-    SIGINT/SIGTERM. Exit 0 after a shutdown; 2 with `error: ...` for a bad argument, a
-    device or dtype this machine cannot run (`solutions.device`), or a port it cannot bind."""
+def _parser(prog: str) -> ArgumentParser:
+    """The command line's options (vLLM's names where it has the same option)."""
     p = ArgumentParser(prog=prog, description="An OpenAI-compatible server over the course's engine (stage 07): "
                 "stage 06's paged engine, continuous batching, the default model or a checkpoint.")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default: loopback only)")
@@ -84,29 +82,41 @@ def main(argv: list[str] | None = None, prog: str = "python -m solutions.server"
     p.add_argument("--torch-threads", type=int, default=None, metavar="N",
                    help="the engine's torch threads, overriding the rule above (for measuring it)")
     add_device_arguments(p)
-    args = p.parse_args(argv)
+    return p
+
+
+def _check(args) -> None:
+    """ValueError naming the option for a value out of its range."""
+    if not 0 <= args.port <= 65535:
+        raise ValueError(f"--port must be in 0..65535, got {args.port}")
+    if args.num_blocks is not None and args.num_blocks < 1:
+        raise ValueError(f"--num-blocks must be >= 1, got {args.num_blocks}")
+    for name in ("max_batch_size", "max_tokens_per_step", "threads", "torch_threads"):
+        if getattr(args, name) is not None and getattr(args, name) < 1:
+            raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
+    for name in ("first_token_timeout", "timeout"):
+        v = getattr(args, name)
+        if v is not None and not v > 0:
+            raise ValueError(f"--{name.replace('_', '-')} must be > 0 seconds, got {v}")
+    if args.max_queue_tokens is not None and args.max_queue_tokens < 0:
+        raise ValueError(f"--max-queue-tokens must be >= 0, got {args.max_queue_tokens}")
+    if not args.max_queue_wait >= 0 or args.max_queue_wait == float("inf"):
+        raise ValueError(f"--max-queue-wait must be a number of seconds >= 0, got {args.max_queue_wait}")
+    if args.grace < 0:
+        raise ValueError(f"--grace must be >= 0, got {args.grace}")
+    if args.api_key is not None and not args.api_key.strip():
+        raise ValueError("--api-key must not be empty")
+    if args.request_log is not None and Path(args.request_log).is_dir():
+        raise ValueError(f"--request-log {args.request_log} is a folder")
+
+
+def main(argv: list[str] | None = None, prog: str = "python -m solutions.server") -> int:
+    """`python -m solutions.server` (or `course serve`): serve a model on loopback until
+    SIGINT/SIGTERM. Exit 0 after a shutdown; 2 with `error: ...` for a bad argument, a
+    device or dtype this machine cannot run (`solutions.device`), or a port it cannot bind."""
+    args = _parser(prog).parse_args(argv)
     try:
-        if not 0 <= args.port <= 65535:
-            raise ValueError(f"--port must be in 0..65535, got {args.port}")
-        if args.num_blocks is not None and args.num_blocks < 1:
-            raise ValueError(f"--num-blocks must be >= 1, got {args.num_blocks}")
-        for name in ("max_batch_size", "max_tokens_per_step", "threads", "torch_threads"):
-            if getattr(args, name) is not None and getattr(args, name) < 1:
-                raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
-        for name in ("first_token_timeout", "timeout"):
-            v = getattr(args, name)
-            if v is not None and not v > 0:
-                raise ValueError(f"--{name.replace('_', '-')} must be > 0 seconds, got {v}")
-        if args.max_queue_tokens is not None and args.max_queue_tokens < 0:
-            raise ValueError(f"--max-queue-tokens must be >= 0, got {args.max_queue_tokens}")
-        if not args.max_queue_wait >= 0 or args.max_queue_wait == float("inf"):
-            raise ValueError(f"--max-queue-wait must be a number of seconds >= 0, got {args.max_queue_wait}")
-        if args.grace < 0:
-            raise ValueError(f"--grace must be >= 0, got {args.grace}")
-        if args.api_key is not None and not args.api_key.strip():
-            raise ValueError("--api-key must not be empty")
-        if args.request_log is not None and Path(args.request_log).is_dir():
-            raise ValueError(f"--request-log {args.request_log} is a folder")
+        _check(args)
         device, dtype = device_from_args(args)
         model = _load_model(args.model, device, dtype)
     except (DeviceError, ValueError, FileNotFoundError) as e:
@@ -120,6 +130,11 @@ def main(argv: list[str] | None = None, prog: str = "python -m solutions.server"
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     logging.getLogger("course.server").info("model on %s in %s, %d torch thread(s) of the %d core(s) given",
                                             device, dtype_name(dtype), threads, args.threads)
+    return _serve(args, model, threads)
+
+
+def _serve(args, model: GPT, threads: int) -> int:
+    """Build the engine (a process of its own unless --in-process) and serve until stopped."""
     config = ServerConfig(api_key=args.api_key, max_queue_tokens=args.max_queue_tokens,
                           max_queue_wait_s=args.max_queue_wait or None,
                           first_token_timeout_s=args.first_token_timeout, timeout_s=args.timeout,

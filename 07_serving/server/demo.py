@@ -39,24 +39,9 @@ def demo(device: str | torch.device = "cpu", dtype: torch.dtype = torch.float32)
         prompts = ["def fibonacci(n):\n    ", "import os\n", "class Stack:\n    def push(self, item):\n        ",
                    "for i in range(10):\n    ", "# Return the sum of a list\n", "with open(path) as f:\n    "]
 
-        def ask(prompt: str) -> tuple[str, float, int]:
-            t0 = time.perf_counter()
-            ttft, text = None, ""
-            stream = client.completions.create(model=MODEL_NAME, prompt=prompt, max_tokens=48, temperature=0.8,
-                                               top_p=0.95, seed=prompts.index(prompt), stream=True,
-                                               stream_options={"include_usage": True})
-            usage = None
-            for chunk in stream:
-                if chunk.choices and chunk.choices[0].text:
-                    ttft = ttft or time.perf_counter() - t0
-                    text += chunk.choices[0].text
-                if chunk.usage is not None:
-                    usage = chunk.usage.completion_tokens
-            return text, ttft or float("nan"), usage
-
         t0 = time.perf_counter()
         with ThreadPoolExecutor(len(prompts)) as pool:
-            answers = list(pool.map(ask, prompts))
+            answers = list(pool.map(lambda p: _ask(client, p, prompts.index(p)), prompts))
         wall = time.perf_counter() - t0
         for prompt, (text, ttft, n) in zip(prompts, answers):
             print(f"--- {prompt!r} -> {n} tokens, first after {ttft * 1e3:.0f} ms\n{prompt}{text}")
@@ -64,16 +49,37 @@ def demo(device: str | torch.device = "cpu", dtype: torch.dtype = torch.float32)
                                               max_tokens=24, temperature=0.8, seed=0)
         print(f"--- chat: {chat.choices[0].message.content!r} ({chat.choices[0].finish_reason})")
         print(f"\n{len(prompts)} concurrent streams in {wall:.2f} s. /metrics excerpt:")
-        import httpx
-
-        text = httpx.get(f"{handle.url}/metrics", timeout=10).text
-        keep = ("vllm:num_requests_running{", "vllm:prompt_tokens_total", "vllm:generation_tokens_total",
-                "vllm:request_success_total", "vllm:time_to_first_token_seconds_count",
-                "vllm:time_to_first_token_seconds_sum", "vllm:kv_cache_usage_perc")
-        for line in text.splitlines():
-            if line.startswith(keep):
-                print("  " + line)
+        _print_metrics(handle.url)
         handle.stop()
         print("server stopped")
     finally:
         sys.setswitchinterval(switch)
+
+
+def _ask(client, prompt: str, seed: int) -> tuple[str, float, int]:
+    """One streamed completion: its text, seconds to its first token, its token count."""
+    t0 = time.perf_counter()
+    ttft, text = None, ""
+    stream = client.completions.create(model=MODEL_NAME, prompt=prompt, max_tokens=48, temperature=0.8,
+                                       top_p=0.95, seed=seed, stream=True, stream_options={"include_usage": True})
+    usage = None
+    for chunk in stream:
+        if chunk.choices and chunk.choices[0].text:
+            ttft = ttft or time.perf_counter() - t0
+            text += chunk.choices[0].text
+        if chunk.usage is not None:
+            usage = chunk.usage.completion_tokens
+    return text, ttft or float("nan"), usage
+
+
+def _print_metrics(url: str) -> None:
+    """A few of the server's /metrics lines."""
+    import httpx
+
+    text = httpx.get(f"{url}/metrics", timeout=10).text
+    keep = ("vllm:num_requests_running{", "vllm:prompt_tokens_total", "vllm:generation_tokens_total",
+            "vllm:request_success_total", "vllm:time_to_first_token_seconds_count",
+            "vllm:time_to_first_token_seconds_sum", "vllm:kv_cache_usage_perc")
+    for line in text.splitlines():
+        if line.startswith(keep):
+            print("  " + line)

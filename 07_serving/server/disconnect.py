@@ -1,6 +1,6 @@
 # GENERATED from solutions/server/disconnect.py by `course stubs --write`: fill in the bodies that raise NotImplementedError.
 # The lesson is 07_serving/07_serving.ipynb. Exercises in this file (line of each hole, then the commands):
-#   7.4 Cancellation: the disconnect watch and the race against it: lines 25, 37, 47; `course check 7.4`, `course hint 7.4`
+#   7.4 Cancellation: the disconnect watch and the race against it: lines 24, 36, 46; `course check 7.4`, `course hint 7.4`
 """7.4 Cancellation: a client that goes away has its request aborted, its blocks freed."""
 
 from __future__ import annotations
@@ -11,8 +11,7 @@ from typing import TYPE_CHECKING
 from fastapi import Request as HTTPRequest
 
 if TYPE_CHECKING:
-    from .engine_loop import Job
-    from .state import ServerState
+    from .state import Job, ServerState
     from .streaming import TokenStream
 
 

@@ -37,7 +37,7 @@ async def drain(state: ServerState, grace_s: float, poll_s: float = 0.02) -> int
 class CourseServer(uvicorn.Server):
     """uvicorn's Server with a graceful drain first (given code): on SIGINT/SIGTERM (or
     `request_stop`) the app stops admitting, finishes or aborts its jobs
-    (`ServerState.drain`), and only then does uvicorn close its sockets. The process exits
+    (`drain`), and only then does uvicorn close its sockets. The process exits
     0 (uvicorn would re-raise the signal after its own shutdown). `drained`: how many jobs
     the drain aborted."""
 
@@ -58,7 +58,7 @@ class CourseServer(uvicorn.Server):
 
     async def on_tick(self, counter: int) -> bool:
         if self.stop_requested.is_set() and self._drain_task is None:
-            self._drain_task = asyncio.ensure_future(self.state.drain(self.grace_s))
+            self._drain_task = asyncio.ensure_future(drain(self.state, self.grace_s))
         if self._drain_task is not None and self._drain_task.done():
             try:
                 self.drained = self._drain_task.result()

@@ -1,6 +1,6 @@
 # GENERATED from solutions/server/streaming.py by `course stubs --write`: fill in the bodies that raise NotImplementedError.
 # The lesson is 07_serving/07_serving.ipynb. Exercises in this file (line of each hole, then the commands):
-#   7.5 The streaming bridge and SSE framing: lines 32, 38, 46; `course check 7.5`, `course hint 7.5`
+#   7.5 The streaming bridge and SSE framing: lines 33, 39, 47; `course check 7.5`, `course hint 7.5`
 """7.5 The streaming bridge (engine thread -> event loop) and Server-Sent Events framing."""
 
 from __future__ import annotations
@@ -12,7 +12,8 @@ import json
 class TokenStream:
     """One HTTP request's events, carried from the engine thread to its coroutine.
 
-    Events are tuples: ("delta", index, text), ("finish", index, reason, prompt_tokens,
+    Events are the engine's named tuples (engine_client.py), each equal to its plain
+    tuple: ("delta", index, text), ("finish", index, reason, prompt_tokens,
     completion_tokens), ("error", APIError). The engine thread calls `put`, which never
     blocks; the coroutine awaits `get_batch`. Events not yet read wait in `self.queue`,
     an unbounded asyncio.Queue of `self.loop`, which (like every asyncio object) only

@@ -14,12 +14,14 @@ The files, in exercise order (the lesson is in 07_serving.ipynb), then the given
     demo.py         demo                                                      given
     detokenizer.py  token ids -> text deltas, stop strings                    given
     engine.py       make_engine (the engine the server runs), gemm_layout     given
-    engine_loop.py  EngineLoop: the one thread that touches the engine        given
+    engine_client.py   the engine boundary: EngineClient, EngineHost, messages  given
+    engine_loop.py  EngineLoop, EngineThread: the one thread that touches it   given
     engine_process.py  EngineProcess: the engine in a process of its own      given
+    engine_boot.py  the engine process's first code (loads this package)     given
     hf_export.py    the model as a Hugging Face folder (for vLLM, transformers) given
     protocol.py     APIError, Limits, GenerationRequest, the chat template    given
     serve.py        serve_in_thread, ServerHandle                             given
-    state.py        ServerConfig, ServerState                                 given
+    state.py        ServerConfig, Job, ServerState (the engine's host)        given
 """
 
 from .admission import AdmissionControl, Ticket, request_blocks
@@ -30,13 +32,14 @@ from .demo import demo
 from .detokenizer import Detokenizer
 from .disconnect import next_events, stream_closed, until_disconnected
 from .engine import gemm_layout, make_engine
-from .engine_loop import EngineLoop, Job, engine_stats
+from .engine_client import EngineClient, EngineHost
+from .engine_loop import EngineLoop, EngineThread, engine_stats
 from .engine_process import EngineProcess
 from .metrics import LOG_KEYS, Metrics, request_log
 from .protocol import CHAT_ROLES, CHAT_TEMPLATE, MODEL_NAME, APIError, GenerationRequest, Limits, render_chat
 from .serve import ServerHandle, serve_in_thread
 from .shutdown import CourseServer, drain
-from .state import ServerConfig, ServerState
+from .state import Job, ServerConfig, ServerState
 from .streaming import TokenStream, sse
 from .validation import parse_request, token_budget
 
@@ -45,6 +48,7 @@ __all__ = [
     "Ticket", "AdmissionControl", "request_blocks", "deadline_reason", "until_disconnected", "next_events",
     "stream_closed",
     "TokenStream", "sse", "Detokenizer", "LOG_KEYS", "request_log", "Metrics", "drain",
-    "ServerConfig", "ServerState", "EngineLoop", "EngineProcess", "build_app", "make_engine", "gemm_layout", "ServerHandle",
+    "ServerConfig", "ServerState", "Job", "EngineClient", "EngineHost", "EngineLoop", "EngineThread", "EngineProcess",
+    "build_app", "make_engine", "gemm_layout", "ServerHandle",
     "serve_in_thread", "main", "demo",
 ]

@@ -8,8 +8,7 @@ from typing import TYPE_CHECKING
 from fastapi import Request as HTTPRequest
 
 if TYPE_CHECKING:
-    from .engine_loop import Job
-    from .state import ServerState
+    from .state import Job, ServerState
     from .streaming import TokenStream
 
 

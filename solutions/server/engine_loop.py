@@ -1,79 +1,66 @@
-"""The engine thread (given code): the one thread that touches the engine, fed by commands."""
+"""The engine loop (given code): the one thread that touches the engine, fed by commands.
+
+`EngineLoop` runs one engine: between two steps it applies the commands (`Add`, `Abort`),
+aborts requests past their deadlines (7.3), runs one `engine.step()`, turns tokens into
+text, and retires finished sequences: a log record (7.6), `forget` (flat memory) and the
+job's `Closed` once its last sequence is done (its admission ticket released, 7.2). It knows
+the server only as an `EngineHost` (engine_client.py), handed each step's events in ONE
+call (`_flush`). `EngineThread` is the `EngineClient` that runs it in a thread of this
+process; `EngineProcess` (engine_process.py) runs the same in a process of its own.
+"""
 
 from __future__ import annotations
 
-import contextlib
-import dataclasses
 import logging
 import queue
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
-from solutions.batching import Engine, Request, SamplingParams
-from solutions.tokenizer import EOT, ByteTokenizer
+from solutions.batching import Request, SamplingParams
+from solutions.paged import PagedEngine
+from solutions.tokenizer import EOT
 
-from .admission import Ticket
 from .deadlines import deadline_error, deadline_reason
 from .detokenizer import Detokenizer
+from .engine_client import CLOSED, Closed, Command, Deadlines, Delta, EngineHost, EngineInfo, Error, Event, Finish
 from .protocol import APIError, GenerationRequest
-from .streaming import TokenStream
-
-if TYPE_CHECKING:
-    from .state import ServerState
 
 log = logging.getLogger("course.server")
 
 
-def engine_stats(engine: Engine, steps: int = 0) -> dict:
+def engine_stats(engine: PagedEngine, steps: int = 0) -> dict:
     """A snapshot of the engine between steps, read through its public attributes: what
     /health and /metrics report (`steps`: the engine steps run so far, counted by the
-    caller). Works for stage 06's PagedEngine (blocks) and stage 05's Engine (cache rows)."""
-    sched = engine.scheduler
-    alloc = getattr(engine, "allocator", None)
-    if alloc is not None:
-        free, total = alloc.num_free_blocks, alloc.num_blocks
-    else:  # stage 05's contiguous cache: count free rows as "blocks"
-        free, total = len(engine.free_slots), sched.max_batch_size
-    usage = engine.kv_usage() if hasattr(engine, "kv_usage") else sched.tokens_held() / sched.max_cache_tokens
-    return {"running": len(sched.running), "waiting": len(sched.waiting), "kv_usage": float(usage),
-            "free_blocks": int(free), "total_blocks": int(total), "tracked_requests": len(engine.requests),
-            "preemptions": int(getattr(engine, "num_preemptions", sum(r.preemptions for r in engine.requests.values()))),
-            "prefix_queries": int(getattr(engine, "prefix_queries", 0)),
-            "prefix_hits": int(getattr(engine, "prefix_hits", 0)), "steps": int(steps)}
+    caller)."""
+    sched, alloc = engine.scheduler, engine.allocator
+    return {"running": len(sched.running), "waiting": len(sched.waiting), "kv_usage": float(engine.kv_usage()),
+            "free_blocks": int(alloc.num_free_blocks), "total_blocks": int(alloc.num_blocks),
+            "tracked_requests": len(engine.requests), "preemptions": int(engine.num_preemptions),
+            "prefix_queries": int(engine.prefix_queries), "prefix_hits": int(engine.prefix_hits),
+            "steps": int(steps)}
 
 
-def _run_calls(calls: list) -> None:
-    """On the event loop's thread: each (fn, args) of a step, in order."""
-    for fn, args in calls:
-        fn(*args)
-
-
-def forget(engine: Engine, request_id: str) -> None:
-    """Drop a FINISHED request from the engine's bookkeeping (`engine.requests` would
-    otherwise grow for ever: memory must stay flat over a long run)."""
-    engine.forget(request_id)
+def engine_info(engine: PagedEngine) -> EngineInfo:
+    """What the server reads of `engine` before it starts."""
+    return EngineInfo(block_size=engine.block_size, num_blocks=engine.allocator.num_blocks, max_len=engine.max_len,
+                      vocab_size=engine.model.config.vocab_size, stats=engine_stats(engine))
 
 
 @dataclass
-class Job:
-    """One HTTP request inside the server: its validated request, its n engine sequences,
-    its event stream and its admission ticket."""
+class _Job:
+    """The engine's view of one HTTP request: its n engine sequences per prompt."""
 
     id: str
     gen: GenerationRequest
-    stream: TokenStream
-    ticket: Ticket
     arrival: float
-    created: int = field(default_factory=lambda: int(time.time()))
-    seqs: dict[str, _Seq] = field(default_factory=dict)   # engine thread only
-    done: bool = False                                     # engine thread only
+    seqs: dict[str, _Seq] = field(default_factory=dict)
+    done: bool = False
 
 
 @dataclass
 class _Seq:
-    job: Job
+    job: _Job
     index: int
     request: Request
     detok: Detokenizer
@@ -81,88 +68,59 @@ class _Seq:
 
 
 class EngineLoop:
-    """The one thread that touches the engine (given code).
+    """One engine, its commands and its jobs; `run` until `stop`. Every method but
+    `submit` and `stop` runs on the loop's own thread."""
 
-    HTTP handlers hand it commands through a thread-safe queue: ("add", job) and
-    ("abort", job_id, reason). Between steps it applies them, aborts requests past their
-    deadlines (7.3), runs one `engine.step()`, turns tokens into text for each job's
-    TokenStream (7.5: the step's events reach the event loop in one call, `_flush`), and
-    retires finished sequences: log line and metrics
-    (7.6), `forget` (flat memory), the admission ticket released (7.2) and counted as
-    served (the service rate the admission queue is sized by).
-    """
-
-    def __init__(self, engine: Engine, tokenizer: ByteTokenizer, state: ServerState):
-        self.engine, self.tokenizer, self.state = engine, tokenizer, state
-        self.commands: queue.SimpleQueue = queue.SimpleQueue()
-        self.jobs: dict[str, Job] = {}
+    def __init__(self, engine: PagedEngine, host: EngineHost, deadlines: Deadlines):
+        self.engine, self.host, self.deadlines = engine, host, deadlines
+        self.commands: queue.SimpleQueue[Command | None] = queue.SimpleQueue()  # None: wake up
+        self.jobs: dict[str, _Job] = {}
         self.seqs: dict[str, _Seq] = {}
         self.steps_run = 0  # engine steps that ran, counted here (the engine's step log is trimmed)
-        self.stats = engine_stats(engine, self.steps_run)
-        self._outbox: list[tuple] = []  # (loop, fn, args) of this step, for `_flush`
+        self._outbox: list[tuple[str, Event | Closed]] = []  # this step's events, for `_flush`
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="course-engine", daemon=True)
 
-    def _send(self, job: Job, event: tuple) -> None:
-        """An event for a job's stream, handed over by `_flush` at the end of this step."""
-        self._outbox.append((job.stream.loop, job.stream.queue.put_nowait, (event,)))
-
-    def _flush(self) -> None:
-        """Hand this step's events (and callbacks) to the event loop in ONE
-        `call_soon_threadsafe` per loop, instead of one per token (7.5's `TokenStream.put`
-        is that call for a single event): each wake-up of the loop costs the engine thread
-        a write to the loop's self-pipe and the interpreter lock it then waits to get back
-        (07_serving/bench_host.py measures the host work between steps). On the loop's
-        thread they run in the order they were queued; a closed loop (the server is gone)
-        drops them."""
-        if not self._outbox:
-            return
-        by_loop: dict = {}
-        for loop, fn, args in self._outbox:
-            by_loop.setdefault(loop, []).append((fn, args))
-        self._outbox = []
-        for loop, calls in by_loop.items():
-            with contextlib.suppress(RuntimeError):
-                loop.call_soon_threadsafe(_run_calls, calls)
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self, timeout: float = 5.0) -> None:
-        self._stop.set()
-        self.commands.put(("wake",))
-        self._thread.join(timeout)
-
-    def submit(self, command: tuple) -> None:
+    def submit(self, command: Command) -> None:
         self.commands.put(command)
 
-    # -- the loop
-    def _run(self) -> None:
+    def stop(self) -> None:
+        self._stop.set()
+        self.commands.put(None)
+
+    def run(self) -> None:
         while not self._stop.is_set():
-            try:
-                self._apply_commands(block=not self.engine.has_unfinished())
-                self._check_deadlines()
-                if self.engine.has_unfinished():
-                    out = self.engine.step()
-                    self.steps_run += bool(out.ran)
-                    self._emit(out)
-                    if not out.ran:
-                        time.sleep(0.001)
-                    if len(self.engine.steps) > 4096:  # keep the engine's step log bounded too
-                        del self.engine.steps[:-1024]
-            except Exception as e:  # a bug must not kill the server: fail what is in flight
-                log.error("engine loop error", exc_info=e)
-                for job in list(self.jobs.values()):
-                    try:
-                        self._fail(job, APIError(500, f"engine error: {type(e).__name__}: {e}",
-                                                 type="internal_error"))
-                    except Exception as e2:
-                        log.error("could not fail job %s", job.id, exc_info=e2)
-                        self.jobs.pop(job.id, None)
-                        job.stream.put(("error", APIError(500, "engine error", type="internal_error")))
-            self._flush()
-            self.stats = engine_stats(self.engine, self.steps_run)
-            self.state.metrics.update_engine(self.stats)
+            self.run_once()
+
+    def run_once(self) -> None:
+        """Commands, deadlines, one step; then this step's events to the host, and stats."""
+        try:
+            self._apply_commands(block=not self.engine.has_unfinished())
+            self._check_deadlines()
+            if self.engine.has_unfinished():
+                self._step()
+        except Exception as e:  # a bug must not kill the server: fail what is in flight
+            log.error("engine loop error", exc_info=e)
+            self._fail_all(APIError(500, f"engine error: {type(e).__name__}: {e}", type="internal_error"))
+        self._flush()
+        self.host.update_stats(engine_stats(self.engine, self.steps_run))
+
+    def _step(self) -> None:
+        out = self.engine.step()
+        self.steps_run += bool(out.ran)
+        self._emit(out)
+        if not out.ran:
+            time.sleep(0.001)
+        if len(self.engine.steps) > 4096:  # keep the engine's step log bounded too
+            del self.engine.steps[:-1024]
+
+    def _flush(self) -> None:
+        """Hand this step's events to the host in ONE call, instead of one per token: each
+        wake-up of the HTTP side's event loop costs the engine thread a write to the loop's
+        self-pipe and the interpreter lock it then waits to get back
+        (07_serving/bench_host.py measures the host work between steps)."""
+        if self._outbox:
+            batch, self._outbox = self._outbox, []
+            self.host.deliver(batch)
 
     def _apply_commands(self, block: bool) -> None:
         try:
@@ -170,18 +128,17 @@ class EngineLoop:
         except queue.Empty:
             return
         while True:
-            if command[0] == "add":
-                self._add(command[1])
-            elif command[0] == "abort":
-                job = self.jobs.get(command[1])
-                if job is not None:
-                    self._fail(job, command[2])
+            match command:  # by shape: 7.7's drain submits a plain ("abort", job_id, error)
+                case ("add", job_id, gen, arrival):
+                    self._add(_Job(job_id, gen, arrival))
+                case ("abort", job_id, reason) if job_id in self.jobs:
+                    self._fail(self.jobs[job_id], reason)
             try:
                 command = self.commands.get_nowait()
             except queue.Empty:
                 return
 
-    def _add(self, job: Job) -> None:
+    def _add(self, job: _Job) -> None:
         """Queue a job's sequences, all in this one command (so they are scheduled together):
         for each prompt p of its batch, n sequences, choice indices p * n + j."""
         g = job.gen
@@ -192,40 +149,26 @@ class EngineLoop:
         try:
             for p, prompt in enumerate(g.batch):
                 rid = job.id if len(g.batch) == 1 else f"{job.id}-p{p}"
-                for j, r in enumerate(self._queue(job, rid, list(prompt), sampling)):
+                base = Request(list(prompt), g.max_tokens, sampling=sampling, stop=[EOT], request_id=rid)
+                base.arrival = job.arrival
+                forks = self.engine.add_forked(base, g.n) if g.n > 1 else [self.engine.add_request(base)]
+                for j, r in enumerate(forks):
                     seq = _Seq(job, p * g.n + j, r, Detokenizer(g.stop))
                     job.seqs[r.request_id] = seq
                     self.seqs[r.request_id] = seq
         except ValueError as e:
             self._fail(job, APIError(400, str(e)))
 
-    def _queue(self, job: Job, rid: str, prompt: list[int], sampling: SamplingParams) -> list[Request]:
-        """The engine requests of one prompt: n sequences (forked where the engine can)."""
-        g = job.gen
-        base = Request(prompt, g.max_tokens, sampling=sampling, stop=[EOT], request_id=rid)
-        if g.n > 1 and hasattr(self.engine, "add_forked"):
-            base.arrival = job.arrival
-            return self.engine.add_forked(base, g.n)
-        if g.n > 1:  # stage 05's engine cannot share a prompt: n independent copies
-            requests = []
-            for i in range(g.n):
-                s = dataclasses.replace(sampling, seed=None if g.seed is None else g.seed + i)
-                r = Request(prompt, g.max_tokens, sampling=s, stop=[EOT], request_id=f"{rid}-{i}")
-                requests.append(self.engine.add_request(r, arrival=job.arrival))
-            return requests
-        return [self.engine.add_request(base, arrival=job.arrival)]
-
     def _check_deadlines(self) -> None:
-        cfg, now = self.state.config, self.engine.clock()
-        if cfg.first_token_timeout_s is None and cfg.timeout_s is None:
+        first_s, total_s = self.deadlines
+        if first_s is None and total_s is None:
             return
+        now = self.engine.clock()
         for job in list(self.jobs.values()):
             for seq in job.seqs.values():
-                why = deadline_reason(seq.request, now, first_token_s=cfg.first_token_timeout_s,
-                                      total_s=cfg.timeout_s)
+                why = deadline_reason(seq.request, now, first_token_s=first_s, total_s=total_s)
                 if why is not None:
-                    limit = cfg.first_token_timeout_s if why == "first_token" else cfg.timeout_s
-                    self._fail(job, deadline_error(why, limit))
+                    self._fail(job, deadline_error(why, first_s if why == "first_token" else total_s))
                     break
 
     def _emit(self, out) -> None:
@@ -235,7 +178,7 @@ class EngineLoop:
                 continue
             text, stopped = seq.detok.push(token, hold_stops=len(request.output) <= request.sampling.min_tokens)
             if text:
-                self._send(seq.job, ("delta", seq.index, text))
+                self._outbox.append((seq.job.id, Delta("delta", seq.index, text)))
             if stopped and not request.finished:
                 seq.reason = "stop"
                 self.engine.abort(request.request_id)
@@ -246,7 +189,7 @@ class EngineLoop:
                 self._finish(seq)
 
     def _finish(self, seq: _Seq) -> None:
-        """Retire a finished sequence: last text, finish event, log line, metrics."""
+        """Retire a finished sequence: last text, finish event, log record, `forget`."""
         if self.seqs.pop(seq.request.request_id, None) is None:
             return
         job, r = seq.job, seq.request
@@ -254,31 +197,65 @@ class EngineLoop:
         if reason in ("stop", "length"):
             rest = seq.detok.flush()
             if rest:
-                self._send(job, ("delta", seq.index, rest))
-            self._send(job, ("finish", seq.index, reason, len(r.prompt), len(r.output)))
-        self.state.record(r, reason)
-        forget(self.engine, r.request_id)
+                self._outbox.append((job.id, Delta("delta", seq.index, rest)))
+            self._outbox.append((job.id, Finish("finish", seq.index, reason, len(r.prompt), len(r.output))))
+        self.host.record(r, reason)
+        self.engine.forget(r.request_id)  # engine.requests would otherwise grow for ever
         if not any(s.request.request_id in self.seqs for s in job.seqs.values()):
             self._close(job)
 
-    def _close(self, job: Job) -> None:
+    def _close(self, job: _Job) -> None:
         self.jobs.pop(job.id, None)
         if not job.done:
             job.done = True
-            self.state.admission.served(job.ticket)   # released, and counted in the service rate
-            # a handler normally forgets its job itself; this covers one whose client left
-            # before its response even started (after the job's last events)
-            self._outbox.append((job.stream.loop, self.state.jobs.pop, (job.id, None)))
+            self._outbox.append((job.id, CLOSED))  # after the job's last events
 
-    def _fail(self, job: Job, error: APIError | str) -> None:
+    def _fail(self, job: _Job, error: APIError | str) -> None:
         """Abort every unfinished sequence of a job; tell its client why (unless the client
-        is gone: reason "disconnect")."""
+        is gone: a reason that is no APIError)."""
+        if isinstance(error, APIError):
+            self._outbox.append((job.id, Error("error", error)))
         for seq in job.seqs.values():
             if seq.request.request_id in self.seqs:
                 if not seq.request.finished:
                     self.engine.abort(seq.request.request_id)
                 seq.reason = "abort"
                 self._finish(seq)
-        if isinstance(error, APIError):
-            self._send(job, ("error", error))
         self._close(job)
+
+    def _fail_all(self, error: APIError) -> None:
+        for job in list(self.jobs.values()):
+            try:
+                self._fail(job, error)
+            except Exception as e2:
+                log.error("could not fail job %s", job.id, exc_info=e2)
+                self.jobs.pop(job.id, None)
+                self._outbox.append((job.id, Error("error", APIError(500, "engine error", type="internal_error"))))
+                if not job.done:
+                    job.done = True
+                    self._outbox.append((job.id, CLOSED))
+
+
+class EngineThread:
+    """The engine in a thread of this process, an `EngineClient`: what the tests, the
+    notebook and `course serve --in-process` run (`engine`: stage 06's PagedEngine)."""
+
+    def __init__(self, engine: PagedEngine):
+        self.engine, self.clock, self.info = engine, engine.clock, engine_info(engine)
+        self._loop: EngineLoop | None = None
+        self._thread: threading.Thread | None = None
+
+    def start(self, host: EngineHost, deadlines: Deadlines) -> None:
+        self._loop = EngineLoop(self.engine, host, deadlines)
+        self._thread = threading.Thread(target=self._loop.run, name="course-engine", daemon=True)
+        self._thread.start()
+
+    def submit(self, command: Command) -> None:
+        if self._loop is None:
+            raise RuntimeError("the engine thread has not been started")
+        self._loop.submit(command)
+
+    def stop(self, timeout: float = 5.0) -> None:
+        if self._loop is not None and self._thread is not None:
+            self._loop.stop()
+            self._thread.join(timeout)

@@ -4,68 +4,57 @@ In one process the engine thread and the HTTP event loop share one interpreter l
 SSE frame the loop writes is time the model's step waits for (the stage 07 lesson measures
 it). vLLM puts its engine core in a separate process from its API server; so does this:
 
-    HTTP process                                   engine process
-    ------------                                   --------------
-    event loop: parse, admit (7.2), stream   --->  ("add", id, request, arrival) / ("abort", id, why)
-    _RemoteLoop's reader thread              <---  ("events", [(id, event), ...]) once a step,
-      -> each job's TokenStream queue               ("record", request, reason), ("stats", {...})
-                                                   EngineLoop: deadlines, step, detokenise, retire
+    HTTP process                                  engine process
+    ------------                                  --------------
+    EngineProcess.submit(Add | Abort)  ------->   main thread: each command to the engine
+    reader thread: each host call      <-------   EngineThread, its host a pipe (`_PipeHost`):
+      on the server (ServerState)                   deliver / record / update_stats
 
-The engine process runs the same `EngineLoop` as the in-process server (`_ChildLoop` only
-changes where a step's events go: down a pipe instead of to an asyncio loop); the HTTP
-process keeps admission, metrics, the request log and the jobs, and `ServerState` takes an
-`EngineProcess` where it would take an engine (`loop_for`). The model is handed to the new
-process once, at start (spawned, so no thread of this process is copied into it).
+Both ends are the pieces the in-process server uses: the engine process runs an
+`EngineThread` whose host sends every call down the pipe, and the HTTP process's reader makes
+each call on the real host. The model is handed to the new process once, at start (spawned,
+so no thread of this process is copied into it); the process first loads this package under
+the name it has here (`engine_boot.py`), so that every message unpickles on both sides.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import runpy
 import signal
 import sys
 import threading
 import time
-from types import SimpleNamespace
-from typing import TYPE_CHECKING
+from pathlib import Path
 
 import torch
 import torch.multiprocessing as mp
 
+from solutions.batching import Request
 from solutions.gpt import GPT
-from solutions.tokenizer import ByteTokenizer
 
-from .engine_loop import EngineLoop, Job, _run_calls
+from .engine import gemm_layout, make_engine
+from .engine_client import CLOSED, Closed, Command, Deadlines, EngineHost, Error, Event
+from .engine_loop import EngineThread
 from .protocol import APIError
 
-if TYPE_CHECKING:
-    from .state import ServerConfig, ServerState
-
 log = logging.getLogger("course.server")
-_CLOSED = "closed"  # the engine is done with a job: its ticket is released, the handler may forget it
-_BOOT = """
-import importlib
-if PACKAGE.startswith("course_student."):
-    import course
-    course.load(PACKAGE.split(".", 1)[1], impl="student")
-importlib.import_module(PACKAGE + ".engine_process")._child_main(*ARGS)
-"""
+HOST_CALLS = ("deliver", "record", "update_stats")  # what the engine process may call on the host
+_BOOT = Path(__file__).with_name("engine_boot.py")
 
 
 class EngineProcess:
-    """The engine, started in a process of its own; what `ServerState` reads of an engine
-    (`block_size`, `allocator.num_blocks`, `max_len`, `model.config`, `clock`) comes from it
-    once it is up. RuntimeError if the process fails to start within `start_timeout` s."""
+    """The engine, started in a process of its own: an `EngineClient`. `info` comes from the
+    process once it is up; RuntimeError if it fails to start within `start_timeout` s."""
 
     def __init__(self, model: GPT, *, threads: int = 1, start_timeout: float = 120.0, **engine_kwargs):
         ctx = mp.get_context("spawn")
         self.conn, child = ctx.Pipe()
-        # the new process imports this package under the same name first (so that the objects
-        # sent to it unpickle: a learner's package is `course_student.server`, which only the
-        # course's loader can import), then runs `_child_main`
-        package = __name__.rpartition(".")[0]
-        self.proc = ctx.Process(target=exec, args=(_BOOT, {"PACKAGE": package,
-                                                           "ARGS": (child, model, engine_kwargs, threads)}),
+        package = __name__.rpartition(".")[0]  # `course_student.server` for a learner's package
+        boot = {"PACKAGE": package, "FOLDER": str(_BOOT.parent), "ARGS": (child, model, engine_kwargs, threads)}
+        self.proc = ctx.Process(target=runpy.run_path, args=(str(_BOOT),),
+                                kwargs={"init_globals": boot, "run_name": "__course_engine__"},
                                 name="course-engine", daemon=True)
         self.proc.start()
         child.close()
@@ -76,167 +65,97 @@ class EngineProcess:
         if kind != "ready":
             self.proc.join(5)
             raise RuntimeError(f"the engine process failed to start: {facts}")
-        self.block_size, self.max_len, self.stats = facts["block_size"], facts["max_len"], facts["stats"]
-        self.allocator = SimpleNamespace(num_blocks=facts["num_blocks"])
-        self.model = SimpleNamespace(config=model.config)
-        self.clock = time.monotonic  # CLOCK_MONOTONIC: the same in both processes
-
-    def loop_for(self, state: ServerState) -> _RemoteLoop:
-        """The engine-loop stand-in `state` talks to (`submit`, `start`, `stop`, `stats`)."""
-        return _RemoteLoop(self, state)
-
-
-class _RemoteLoop:
-    """The HTTP process's side of the pipe, with `EngineLoop`'s interface for the server."""
-
-    def __init__(self, engine: EngineProcess, state: ServerState):
-        self.engine, self.state, self.conn = engine, state, engine.conn
-        self.stats = dict(engine.stats)
-        self.jobs: dict[str, Job] = {}
+        self.info = facts
+        self.clock = time.monotonic  # CLOCK_MONOTONIC: the same in both processes, as the engine's
+        self._live: set[str] = set()  # jobs added and not yet closed (failed if the process dies)
         self._send_lock = threading.Lock()
-        self._reader = threading.Thread(target=self._read, name="course-engine-reader", daemon=True)
+        self._reader: threading.Thread | None = None
 
-    def start(self) -> None:
-        self._send(("config", self.state.config))
+    def start(self, host: EngineHost, deadlines: Deadlines) -> None:
+        self._send(("start", deadlines))
+        self._reader = threading.Thread(target=self._read, args=(host,), name="course-engine-reader", daemon=True)
         self._reader.start()
+
+    def submit(self, command: Command) -> None:
+        if command[0] == "add":
+            self._live.add(command[1])
+        self._send(command)
 
     def stop(self, timeout: float = 5.0) -> None:
         with contextlib.suppress(OSError, ValueError):
             self._send(("stop",))
-        self.engine.proc.join(timeout)
-        if self.engine.proc.is_alive():
-            self.engine.proc.kill()
-            self.engine.proc.join(5)
-        self._reader.join(timeout)
-
-    def submit(self, command: tuple) -> None:
-        if command[0] == "add":
-            job = command[1]
-            self.jobs[job.id] = job
-            self._send(("add", job.id, job.gen, job.arrival))
-        elif command[0] == "abort":
-            self._send(("abort", command[1], command[2]))
+        self.proc.join(timeout)
+        if self.proc.is_alive():
+            self.proc.kill()
+            self.proc.join(5)
+        if self._reader is not None:
+            self._reader.join(timeout)
 
     def _send(self, message: tuple) -> None:
         with self._send_lock:  # handlers and the drain send from the event loop, stop() from elsewhere
             self.conn.send(message)
 
-    def _read(self) -> None:
+    def _read(self, host: EngineHost) -> None:
+        """The host calls the engine process makes, made here, until its pipe closes; then
+        every job still in the engine fails (500) and is closed."""
         while True:
             try:
-                message = self.conn.recv()
+                name, args = self.conn.recv()
             except (EOFError, OSError):
                 break
             try:
-                self._handle(message)
+                if name == "deliver":
+                    self._live.difference_update(job_id for job_id, ev in args[0] if isinstance(ev, Closed))
+                if name in HOST_CALLS:
+                    getattr(host, name)(*args)
             except Exception as e:  # never let a bad message kill the reader
-                log.error("engine process message %r failed", message[0], exc_info=e)
-        self._fail_all(APIError(500, "the engine process exited", type="internal_error"))
-
-    def _handle(self, message: tuple) -> None:
-        kind = message[0]
-        if kind == "events":
-            calls, loop, closed = [], None, []
-            for job_id, event in message[1]:
-                job = self.jobs.get(job_id)
-                if job is None:
-                    continue
-                loop = job.stream.loop
-                if event == _CLOSED:  # a failed job's error may come after it: forget it below
-                    closed.append(job_id)
-                    self.state.admission.served(job.ticket)  # released, and counted in the service rate
-                else:
-                    calls.append((job.stream.queue.put_nowait, (event,)))
-            for job_id in closed:
-                del self.jobs[job_id]
-                calls.append((self.state.jobs.pop, (job_id, None)))
-            if calls:
-                with contextlib.suppress(RuntimeError):  # the event loop is closed: nobody listens
-                    loop.call_soon_threadsafe(_run_calls, calls)
-        elif kind == "stats":
-            self.stats = message[1]
-            self.state.metrics.update_engine(self.stats)
-        elif kind == "record":
-            self.state.record(message[1], message[2])
-
-    def _fail_all(self, error: APIError) -> None:
-        for job_id, job in list(self.jobs.items()):
-            del self.jobs[job_id]
-            self.state.admission.served(job.ticket)
-            with contextlib.suppress(RuntimeError):
-                job.stream.loop.call_soon_threadsafe(job.stream.queue.put_nowait, ("error", error))
+                log.error("engine process message %r failed", name, exc_info=e)
+        gone = Error("error", APIError(500, "the engine process exited", type="internal_error"))
+        if self._live:
+            host.deliver([item for job_id in sorted(self._live) for item in ((job_id, gone), (job_id, CLOSED))])
+            self._live.clear()
 
 
-class _ChildLoop(EngineLoop):
-    """`EngineLoop` in the engine process: a step's events go down the pipe, in one message."""
+class _PipeHost:
+    """The `EngineHost` of the engine process: each call goes to the HTTP process, whose
+    reader makes it on the server."""
 
-    def __init__(self, engine, tokenizer, state: _ChildState):
-        super().__init__(engine, tokenizer, state)
-        self.conn = state.conn
+    def __init__(self, conn):
+        self.conn = conn
 
-    def _send(self, job: Job, event: tuple) -> None:
-        self._outbox.append((job.id, event))
+    def deliver(self, batch: list[tuple[str, Event | Closed]]) -> None:
+        self.conn.send(("deliver", (batch,)))
 
-    def _flush(self) -> None:
-        if self._outbox:
-            items, self._outbox = self._outbox, []
-            self.conn.send(("events", items))
-
-    def _close(self, job: Job) -> None:
-        self.jobs.pop(job.id, None)
-        if not job.done:
-            job.done = True
-            self._outbox.append((job.id, _CLOSED))  # after the job's last events
-
-
-class _ChildState:
-    """What `EngineLoop` uses of `ServerState`, in the engine process: the config, and
-    metrics and log records sent to the HTTP process, which owns them."""
-
-    def __init__(self, conn, config: ServerConfig):
-        self.conn, self.config = conn, config
-        self.metrics = SimpleNamespace(update_engine=lambda stats: conn.send(("stats", stats)))
-
-    def record(self, request, reason) -> None:
+    def record(self, request: Request, reason: str | None) -> None:
         request.generator = None  # finished; a torch.Generator does not cross a pipe
-        self.conn.send(("record", request, reason))
+        self.conn.send(("record", (request, reason)))
+
+    def update_stats(self, stats: dict) -> None:
+        self.conn.send(("update_stats", (stats,)))
 
 
-def _child_main(conn, model: GPT, engine_kwargs: dict, threads: int) -> None:
-    """The engine process: build the engine, say "ready", then run the engine loop until
-    told to stop or the HTTP process goes away (the pipe closes)."""
-    from .engine import gemm_layout, make_engine
-    from .engine_loop import engine_stats
-
+def child_main(conn, model: GPT, engine_kwargs: dict, threads: int) -> None:
+    """The engine process: build the engine, say "ready", run it (an `EngineThread` whose
+    host is the pipe), hand it each command, until told to stop or the HTTP process goes
+    away (the pipe closes)."""
     for sig in (signal.SIGINT, signal.SIGTERM):  # the HTTP process drains, then stops this one
         signal.signal(sig, signal.SIG_IGN)
     torch.set_num_threads(threads)
     sys.setswitchinterval(0.0005)
     try:
-        engine = make_engine(gemm_layout(model), **engine_kwargs)  # this process's own copy of the model
+        engine = EngineThread(make_engine(gemm_layout(model), **engine_kwargs))  # this process's copy of the model
     except Exception as e:
         conn.send(("error", f"{type(e).__name__}: {e}"))
         return
-    conn.send(("ready", {"block_size": engine.block_size, "num_blocks": engine.allocator.num_blocks,
-                         "max_len": engine.max_len, "stats": engine_stats(engine)}))
-    kind, config = conn.recv()
-    loop = _ChildLoop(engine, ByteTokenizer(), _ChildState(conn, config))
-
-    def read() -> None:
-        while True:
-            try:
-                message = conn.recv()
-            except (EOFError, OSError):
-                message = ("stop",)
-            if message[0] == "add":
-                _, job_id, gen, arrival = message
-                loop.submit(("add", Job(job_id, gen, None, None, arrival)))
-            elif message[0] == "abort":
-                loop.submit(message)
-            else:
-                loop._stop.set()
-                loop.submit(("wake",))
-                return
-
-    threading.Thread(target=read, name="course-engine-commands", daemon=True).start()
-    loop._run()
+    conn.send(("ready", engine.info))
+    _, deadlines = conn.recv()
+    engine.start(_PipeHost(conn), deadlines)
+    while True:
+        try:
+            message = conn.recv()
+        except (EOFError, OSError):
+            break
+        if message[0] not in ("add", "abort"):
+            break
+        engine.submit(message)
+    engine.stop()

@@ -12,10 +12,11 @@ import httpx
 import uvicorn
 from fastapi import FastAPI
 
-from solutions.batching import Engine
+from solutions.paged import PagedEngine
 from solutions.tokenizer import ByteTokenizer
 
 from .app import build_app
+from .engine_process import EngineProcess
 from .shutdown import CourseServer
 from .state import ServerConfig, ServerState
 
@@ -33,7 +34,7 @@ class ServerHandle:
         return self.app.state.course
 
     def stop(self, timeout: float = 30.0) -> int | None:
-        """Drain (see ServerState.drain) and stop; return how many jobs were aborted."""
+        """Drain (`shutdown.drain`) and stop; return how many jobs were aborted."""
         self.server.request_stop()
         self.thread.join(timeout)
         if self.thread.is_alive():
@@ -49,8 +50,9 @@ class ServerHandle:
         self.stop()
 
 
-def serve_in_thread(engine: Engine, tokenizer: ByteTokenizer | None = None, config: ServerConfig | None = None,
-                    *, host: str = "127.0.0.1", port: int = 0, start_timeout: float = 10.0) -> ServerHandle:
+def serve_in_thread(engine: PagedEngine | EngineProcess, tokenizer: ByteTokenizer | None = None,
+                    config: ServerConfig | None = None, *, host: str = "127.0.0.1", port: int = 0,
+                    start_timeout: float = 10.0) -> ServerHandle:
     """Start a server on `host`:`port` (0: an ephemeral port) in a background thread and
     wait until it accepts connections; raise RuntimeError if it fails or is not up within
     `start_timeout` seconds."""

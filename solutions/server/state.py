@@ -1,21 +1,26 @@
-"""What a running server shares (given code): its settings, and the state of one server."""
+"""What a running server shares (given code): its settings, its jobs, and the state of one
+server, which is also the host its engine reports to (`EngineHost`, engine_client.py)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import threading
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 
-from solutions.batching import Engine, Request
+from solutions.batching import Request
+from solutions.paged import PagedEngine
 from solutions.tokenizer import ByteTokenizer
 
-from .admission import AdmissionControl
-from .engine_loop import EngineLoop, Job
+from .admission import AdmissionControl, Ticket
+from .engine_client import Abort, Add, Closed, Deadlines, EngineClient, Event
+from .engine_loop import EngineThread
 from .engine_process import EngineProcess
 from .metrics import Metrics, request_log
-from .protocol import MODEL_NAME, Limits
-from .shutdown import drain
+from .protocol import MODEL_NAME, APIError, GenerationRequest, Limits
+from .streaming import TokenStream
 
 log = logging.getLogger("course.server")
 
@@ -42,39 +47,95 @@ class ServerConfig:
     admission: bool = True
 
 
-class ServerState:
-    """Everything a running server shares: config, engine loop, admission, metrics, and the
-    jobs in flight (`jobs`, the event loop's view: added by a handler, removed when its
-    answer has been given)."""
+@dataclass
+class Job:
+    """One HTTP request inside the server: its validated request, its event stream and its
+    admission ticket (the engine keeps its own view of it, `engine_loop._Job`)."""
 
-    def __init__(self, engine: Engine | EngineProcess, tokenizer: ByteTokenizer, config: ServerConfig):
-        self.config, self.tokenizer = config, tokenizer
-        self.block_size = int(getattr(engine, "block_size", 16))
-        if getattr(engine, "allocator", None) is not None:
-            num_blocks = int(engine.allocator.num_blocks)
-        else:
-            num_blocks = engine.scheduler.max_cache_tokens // self.block_size
-        queue_tokens = config.max_queue_tokens
-        if queue_tokens is None:
-            queue_tokens = num_blocks * self.block_size
-        if not config.admission:
-            queue_tokens = 1 << 40
-        self.admission = AdmissionControl(num_blocks=num_blocks, block_size=self.block_size,
-                                          max_queue_tokens=queue_tokens, retry_after_s=config.retry_after_s,
-                                          max_wait_s=config.max_queue_wait_s, clock=engine.clock)
-        self.limits = Limits(context=engine.max_len, vocab_size=engine.model.config.vocab_size, max_n=config.max_n,
+    id: str
+    gen: GenerationRequest
+    stream: TokenStream
+    ticket: Ticket
+    arrival: float
+    created: int = field(default_factory=lambda: int(time.time()))
+
+
+def _run_calls(calls: list) -> None:
+    """On the event loop's thread: each (fn, args) of a step, in order."""
+    for fn, args in calls:
+        fn(*args)
+
+
+class ServerState:
+    """Everything a running server shares: config, the engine (`loop`, an `EngineClient`:
+    the name 7.7's drain knows it by), admission, metrics, and the jobs in flight (`jobs`,
+    the event loop's view: added by a handler, removed when its answer has been given).
+    `engine`: stage 06's PagedEngine, run in a thread of this process, or an
+    `EngineProcess`."""
+
+    def __init__(self, engine: PagedEngine | EngineProcess, tokenizer: ByteTokenizer, config: ServerConfig):
+        self.config, self.tokenizer, self.engine = config, tokenizer, engine
+        self.loop: EngineClient = EngineThread(engine) if isinstance(engine, PagedEngine) else engine
+        info = self.loop.info
+        self.admission = _admission(config, info.num_blocks, info.block_size, self.loop.clock)
+        self.limits = Limits(context=info.max_len, vocab_size=info.vocab_size, max_n=config.max_n,
                              models=(config.model_name,))
         self.metrics = Metrics(config.model_name)
-        # an engine in this process gets the engine thread; one in its own process, its pipe
-        self.loop = engine.loop_for(self) if isinstance(engine, EngineProcess) else EngineLoop(engine, tokenizer, self)
-        self.engine = engine
+        self.stats = dict(info.stats)  # the engine's last snapshot (/health)
         self.jobs: dict[str, Job] = {}
+        self.in_engine: dict[str, Job] = {}  # added to the engine and not closed by it yet
         self.finished_lines: list[dict] = []   # the last few log lines (for tests and the demo)
         self._log_file = open(config.request_log, "a", encoding="utf-8") if config.request_log else None
         self._log_lock = threading.Lock()
 
+    # -- the HTTP side's verbs (the event loop's thread)
+    def start(self) -> None:
+        self.loop.start(self, Deadlines(self.config.first_token_timeout_s, self.config.timeout_s))
+
+    def add(self, job: Job) -> None:
+        """Hand a job to the engine; its events arrive on `job.stream`."""
+        self.jobs[job.id] = job
+        self.in_engine[job.id] = job
+        self.loop.submit(Add("add", job.id, job.gen, job.arrival))
+
+    def abort(self, job: Job, reason: APIError | str) -> None:
+        """Ask the engine to abort a job (applied before its next step)."""
+        self.loop.submit(Abort("abort", job.id, reason))
+
+    def close(self) -> None:
+        self.loop.stop()
+        with self._log_lock:
+            if self._log_file is not None:
+                self._log_file.close()
+                self._log_file = None
+
+    # -- EngineHost: the engine's calls (its thread, or an engine process's reader)
+    def deliver(self, batch: list[tuple[str, Event | Closed]]) -> None:
+        """One step's events, each to its job's stream, in ONE `call_soon_threadsafe` per
+        event loop (7.5's `TokenStream.put` is that call for a single event); on the loop's
+        thread they run in the order they came; a closed loop (the server is gone) drops
+        them. A job's `Closed` releases its ticket at once, counted as served (the service
+        rate admission's queue is sized by), and forgets the job on the loop after its last
+        events (a handler normally forgets its job itself; this covers one whose client
+        left before its response even started)."""
+        by_loop: dict = {}
+        for job_id, event in batch:
+            job = self.in_engine.get(job_id)
+            if job is None:
+                continue
+            calls = by_loop.setdefault(job.stream.loop, [])
+            if isinstance(event, Closed):
+                del self.in_engine[job_id]
+                self.admission.served(job.ticket)
+                calls.append((self.jobs.pop, (job_id, None)))
+            else:
+                calls.append((job.stream.queue.put_nowait, (event,)))
+        for loop, calls in by_loop.items():
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(_run_calls, calls)
+
     def record(self, request: Request, reason: str | None) -> None:
-        """Engine thread: one finished sequence -> log line (logger + JSONL file) + metrics."""
+        """One finished sequence -> log line (logger + JSONL file) + metrics."""
         line = request_log(request, reason)
         text = json.dumps(line)
         log.info(text)
@@ -86,17 +147,17 @@ class ServerState:
             del self.finished_lines[:-1000]
         self.metrics.observe_finished(line, request)
 
-    def close(self) -> None:
-        self.loop.stop()
-        with self._log_lock:
-            if self._log_file is not None:
-                self._log_file.close()
-                self._log_file = None
+    def update_stats(self, stats: dict) -> None:
+        self.stats = stats
+        self.metrics.update_engine(stats)
 
-    def abort(self, job: Job, reason: str) -> None:
-        """Ask the engine thread to abort a job (applied before its next step)."""
-        self.loop.submit(("abort", job.id, reason))
 
-    async def drain(self, grace_s: float, poll_s: float = 0.02) -> int:
-        """Graceful shutdown (`shutdown.drain`); return how many jobs were aborted."""
-        return await drain(self, grace_s, poll_s)
+def _admission(config: ServerConfig, num_blocks: int, block_size: int, clock) -> AdmissionControl:
+    """Admission by KV blocks over the engine's memory, its queue as `config` says."""
+    queue_tokens = config.max_queue_tokens
+    if queue_tokens is None:
+        queue_tokens = num_blocks * block_size
+    if not config.admission:
+        queue_tokens = 1 << 40
+    return AdmissionControl(num_blocks=num_blocks, block_size=block_size, max_queue_tokens=queue_tokens,
+                            retry_after_s=config.retry_after_s, max_wait_s=config.max_queue_wait_s, clock=clock)

@@ -9,7 +9,8 @@ import json
 class TokenStream:
     """One HTTP request's events, carried from the engine thread to its coroutine.
 
-    Events are tuples: ("delta", index, text), ("finish", index, reason, prompt_tokens,
+    Events are the engine's named tuples (engine_client.py), each equal to its plain
+    tuple: ("delta", index, text), ("finish", index, reason, prompt_tokens,
     completion_tokens), ("error", APIError). The engine thread calls `put`, which never
     blocks; the coroutine awaits `get_batch`. Events not yet read wait in `self.queue`,
     an unbounded asyncio.Queue of `self.loop`, which (like every asyncio object) only
