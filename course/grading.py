@@ -55,7 +55,7 @@ from course.results import HIDDEN_DIR, Run
 from course.runner import run_tests
 from course.sandbox import Sandbox
 from course.scoring import Entry, Score, grade_stage, score_exercise
-from course.submission import graded_texts, hints_used
+from course.submission import graded_texts, hints_used, refused_additions
 from course.workspace import Workspace, build_workspace, child_env
 
 __all__ = ["DEFAULT_TEST_TIMEOUT", "Entry", "GradeInputError", "Reference", "Run", "Score", "StageGrade",
@@ -157,10 +157,12 @@ def grade_one(st: manifest.Stage, impl: str, *, submission: Path | None, hidden_
     notes: list[str] = []
     tamper: list[str] = []
     if impl == "student":
-        texts, notes = graded_texts(st, submission if submission is not None else root())  # 1
+        base = submission if submission is not None else root()
+        texts, notes = graded_texts(st, base)  # 1
+        refused = refused_additions(st, base)
         problem, tamper = static_checks(st, texts)  # 2
-        if problem:
-            return StageGrade(st, grade_stage(st, Run(errors=[problem])), [], notes)
+        if refused or problem:
+            return StageGrade(st, grade_stage(st, Run(errors=refused or [problem])), [], notes)
     ws = build_workspace(st, texts if impl == "student" else None, hidden_from=hidden_from,
                          withhold=impl == "student")  # 1, 3
     try:

@@ -359,7 +359,31 @@ def lying_classes() -> list[str]:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection(session: pytest.Session) -> None:
+    _refuse_additions(session.config)  # before anything is collected: `course grade` refuses them too
     _keep_guarded()  # before the test modules import the learner's code
+
+
+def _refuse_additions(config: pytest.Config) -> None:
+    """What `course grade` would refuse in a learner's package under test (a subfolder of
+    modules, a conftest.py: `course.submission.refused_additions`) stops this run too."""
+    from course import manifest
+    from course.submission import refused_additions
+
+    if loader.current_impl() != "student":
+        return
+    base = loader.root()
+    parts = set()
+    for arg in config.args or ["."]:
+        p = Path(str(arg).split("::")[0])
+        p = (Path(config.invocation_params.dir) / p) if not p.is_absolute() else p
+        try:
+            parts.add((p.resolve().relative_to(base).parts or ("",))[0])
+        except ValueError:
+            continue
+    refused = [why for st in manifest.STAGES if st.folder in parts or "" in parts
+               for why in refused_additions(st, base)]
+    if refused:
+        raise pytest.UsageError("\n".join(refused))
 
 
 def _bound_shrinking(seconds: str | None) -> None:

@@ -5,8 +5,10 @@ the course's own files (its stubs) and any helper module the learner adds there 
 from an exercise file. Each is taken only as a plain file inside the submission (no link,
 at most `MAX_FILE_BYTES`, at most `MAX_HELPERS` added ones), and every one of them passes the
 same static checks before anything runs (`course.integrity`). A course file the submission
-lacks is graded as the course's stub. Nothing else a learner adds (a subfolder, a data file)
-is graded; the instructor's report says what was left out.
+lacks is graded as the course's stub. Other files (data, notes) are not taken. What no run
+may take as code (a subfolder of modules, a `conftest.py`, too many modules) is refused
+identically by `course grade`, `pytest` and `course check`, before any test runs
+(`refused_additions`).
 """
 
 from __future__ import annotations
@@ -55,19 +57,24 @@ def helper_names(st: manifest.Stage, base: Path) -> list[str]:
     return sorted(p.name for p in folder.iterdir() if p.suffix == ".py" and p.name not in own)
 
 
-def _left_out(st: manifest.Stage, base: Path) -> list[str]:
-    """Notes on what a learner added to the package that is not graded."""
+def refused_additions(st: manifest.Stage, base: Path) -> list[str]:
+    """What `base`'s stage package holds that no run may take as the learner's code: a
+    subfolder with modules, a `conftest.py`, more than MAX_HELPERS helper modules. `course
+    grade` scores the stage 0 with this message, and `pytest` and `course check` stop with
+    it before running a test, so a learner meets it before submitting."""
     folder = layout.stub_dir(st, base)
     if not folder.is_dir() or folder.is_symlink():
         return []
-    out = [f"{layout.stub_rel(st, p.name)}/ is a folder inside the stage package: not graded (only the .py "
-           "files directly in the package are)" for p in sorted(folder.iterdir())
-           if p.is_dir() and p.name != "__pycache__" and any(p.rglob("*.py"))]
+    pkg = f"{st.folder}/{st.module}/"
+    out = [f"refused before grading: {layout.stub_rel(st, p.name)}/ is a folder inside the stage package; only "
+           f"the .py files directly in {pkg} are graded: move its modules up, next to the exercise files"
+           for p in sorted(folder.iterdir()) if p.is_dir() and p.name != "__pycache__" and any(p.rglob("*.py"))]
     names = helper_names(st, base)
-    out += [f"{layout.stub_rel(st, n)} is a name pytest reserves: not graded" for n in names if n in NOT_HELPERS]
-    if len([n for n in names if n not in NOT_HELPERS]) > MAX_HELPERS:
-        out.append(f"more than {MAX_HELPERS} helper modules in {st.folder}/{st.module}/: only the first "
-                   f"{MAX_HELPERS} (by name) are graded")
+    out += [f"refused before grading: {layout.stub_rel(st, n)} is pytest's own file name; rename it"
+            for n in names if n in NOT_HELPERS]
+    if len(names) > MAX_HELPERS:
+        out.append(f"refused before grading: {pkg} holds {len(names)} added modules; at most {MAX_HELPERS} "
+                   "are graded")
     return out
 
 
@@ -77,8 +84,8 @@ def read_stubs(submission: Path, st: manifest.Stage) -> tuple[dict[str, str], li
     submission. A course file that is missing, a link or unreadable is left out (its stub is
     graded) with a note; so is a helper module that is a link or unreadable."""
     texts: dict[str, str] = {}
-    notes: list[str] = _left_out(st, submission)
-    helpers = [n for n in helper_names(st, submission) if n not in NOT_HELPERS][:MAX_HELPERS]
+    notes: list[str] = []
+    helpers = [n for n in helper_names(st, submission) if n not in NOT_HELPERS]
     for name in [*layout.file_names(st), *helpers]:
         path = layout.stub_dir(st, submission) / name
         rel = layout.stub_rel(st, name)
