@@ -10,6 +10,7 @@ The files, in exercise order (the lesson is in 07_serving.ipynb), then the given
     metrics.py      request_log, Metrics (observe_finished)                   7.6
     shutdown.py     drain; CourseServer, uvicorn with a drain first           7.7
     app.py          the handlers, OpenAI's response shapes, build_app         given
+    auth.py         BearerAuth: the API key on /v1/*                          given
     cli.py          main: `python -m solutions.server` (and __main__.py)      given
     demo.py         demo                                                      given
     detokenizer.py  token ids -> text deltas, stop strings                    given

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hmac
 import json
 import logging
 import uuid
@@ -19,6 +18,7 @@ from starlette.requests import ClientDisconnect
 from solutions.paged import PagedEngine
 from solutions.tokenizer import ByteTokenizer
 
+from .auth import BearerAuth
 from .disconnect import next_events, stream_closed, until_disconnected
 from .engine_client import Delta, Error, Event, Finish
 from .engine_process import EngineProcess
@@ -216,24 +216,6 @@ async def _guarded(request: HTTPRequest, state: ServerState, kind: str) -> Respo
         return APIError(500, f"internal error: {type(e).__name__}: {e}", type="internal_error").response()
 
 
-class _BearerAuth:
-    """ASGI middleware: every /v1/* request must carry `Authorization: Bearer <key>`
-    (a plain ASGI wrapper, so streaming and disconnects pass through untouched)."""
-
-    def __init__(self, app, key: str):
-        self.app, self.expected = app, f"Bearer {key}".encode()
-
-    async def __call__(self, scope, receive, send):
-        if scope["type"] == "http" and scope["path"].startswith("/v1/"):
-            given = dict(scope["headers"]).get(b"authorization", b"")
-            if not hmac.compare_digest(given, self.expected):
-                response = APIError(401, "Incorrect or missing API key: send 'Authorization: Bearer <key>'",
-                                    code="invalid_api_key").response()
-                await response(scope, receive, send)
-                return
-        await self.app(scope, receive, send)
-
-
 def build_app(engine: PagedEngine | EngineProcess, tokenizer: ByteTokenizer | None = None,
               config: ServerConfig | None = None) -> FastAPI:
     """The FastAPI app over `engine` (run in a thread of this process, or an
@@ -264,7 +246,7 @@ def build_app(engine: PagedEngine | EngineProcess, tokenizer: ByteTokenizer | No
         return APIError(exc.status_code, f"{request.method} {request.url.path}: {exc.detail}", type=kind).response()
 
     if config.api_key is not None:
-        app.add_middleware(_BearerAuth, key=config.api_key)
+        app.add_middleware(BearerAuth, key=config.api_key)
 
     _routes(app, state)
     return app
