@@ -33,8 +33,8 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Callable
 from types import ModuleType
-from typing import Callable
 
 from course import layout, manifest
 from course.loader import IMPLS, current_impl, load, set_impl
@@ -117,4 +117,4 @@ def run_bench(main: Callable[[], object]) -> None:
         msg = str(e).splitlines()[0] if str(e) else type(e).__name__
         print(f"error: the bench stopped at an exercise still to do: {msg} (check it with `course check`; "
               "where this repository has the reference, --impl solution measures that)", file=sys.stderr)
-        raise SystemExit(1)
+        raise SystemExit(1) from None

@@ -27,8 +27,8 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 
 def bench_args(description: str, argv: list[str] | None = None,
@@ -125,7 +125,7 @@ class Report:
         self.started = time.time()
 
     def add(self, name: str, **values) -> dict:
-        row = {"name": name}
+        row: dict[str, object] = {"name": name}
         for k, v in values.items():
             row[k] = v.median if isinstance(v, Timing) else v
         self.rows.append(row)

@@ -12,10 +12,11 @@ knee found in noise, a throughput that falls as the batch grows), also printed.
 
 The measurements and the report are stage 08's (`profiling.collect`, `profiling.write_report`),
 reached through `course.load` like every other stage's code: the reference solution where
-this copy of the course has it, else the learner's module (`course --impl ...` chooses). The report folder is written whole or not at all: everything
-goes into a temporary folder beside DIR, which is renamed into place at the end. DIR must
-not be a file, nor lie inside one of the folders the course ships (`course/`, `solutions/`,
-the stage folders, `tests/`, `.git/`), and an existing DIR is replaced only if it holds an
+this copy of the course has it, else the learner's module (`course --impl ...` chooses).
+The report folder is written whole or not at all: everything goes into a temporary folder
+beside DIR, which is renamed into place at the end. DIR must not be a file, nor lie inside
+one of the folders the course ships (`course/`, `solutions/`, the stage folders, `tests/`,
+`.git/`), and an existing DIR is replaced only if it holds an
 earlier report (its `report.md`) and nothing else of the learner's. DIR's missing parent
 folders are made (as `mkdir -p`).
 """
@@ -116,7 +117,8 @@ def reliability(data: dict) -> list[str]:
              if a["tokens_per_s"] > 0 and b["tokens_per_s"] < FALL * a["tokens_per_s"]]
     knee = sweep.get("knee")
     if noisy:
-        notes.append("sweep: the repeats of batch " + ", ".join(f"{p['batch']} spread {_pct(p['spread'])}" for p in noisy)
+        spreads = ", ".join(f"{p['batch']} spread {_pct(p['spread'])}" for p in noisy)
+        notes.append(f"sweep: the repeats of batch {spreads}"
                      + f" (over {_pct(NOISY_SPREAD)}): those points are noise, not throughput")
     if falls:
         a, b = max(falls, key=lambda ab: ab[0]["tokens_per_s"] / max(ab[1]["tokens_per_s"], 1e-12))

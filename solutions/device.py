@@ -81,7 +81,7 @@ def resolve_dtype(name: str | torch.dtype, device: str | torch.device = "cpu") -
     return dtype
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _unsupported(dtype: torch.dtype, device: str) -> str | None:
     """Why the model's operations cannot run in `dtype` on `device` (None: they can)."""
     dev = torch.device(device)
@@ -91,7 +91,8 @@ def _unsupported(dtype: torch.dtype, device: str) -> str | None:
             return f"{torch.cuda.get_device_name(dev)} (compute capability {major}.{minor}) has no native bfloat16"
     try:  # the operations a decode step runs: embedding, layer norm, linear, attention, softmax
         with torch.no_grad():
-            x = torch.nn.functional.embedding(torch.tensor([[0, 1]], device=dev), torch.ones(2, 8, dtype=dtype, device=dev))
+            ids, table = torch.tensor([[0, 1]], device=dev), torch.ones(2, 8, dtype=dtype, device=dev)
+            x = torch.nn.functional.embedding(ids, table)
             x = torch.nn.functional.layer_norm(x, (8,))
             x = torch.nn.functional.linear(x, torch.ones(8, 8, dtype=dtype, device=dev))
             q = x.view(1, 1, 2, 8)

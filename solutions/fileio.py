@@ -27,8 +27,8 @@ import os
 import shutil
 import struct
 import tempfile
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Iterable, Iterator
 
 PACKAGE = Path(__file__).resolve().parent  # solutions/
 REPO = PACKAGE.parent
@@ -88,7 +88,7 @@ def check_outputs(*, files: Iterable[str | Path] = (), folder: str | Path | None
     files = [Path(f) for f in files]
     inputs = [Path(i) for i in inputs]
     allowed = {_resolve(a) for a in allow}
-    seen: dict[Path, Path] = {}
+    seen: dict[Path, str | Path] = {}
     for f in files:
         r = _resolve(f)
         if r in seen:
@@ -118,7 +118,7 @@ def check_outputs(*, files: Iterable[str | Path] = (), folder: str | Path | None
                                         "write there (write under out/ or data/ instead)")
             raise UnsafeOutputError(f"the {what} {f} is a file the course ships (or your code or notes); "
                                     "refusing to overwrite it (choose another path)")
-        _check_writable_parent(r.parent, f.parent, what)
+        _check_writable_parent(r.parent, Path(f).parent, what)
 
 
 def _check_writable_parent(target: Path, shown: Path, what: str) -> None:

@@ -209,7 +209,7 @@ class GPT(nn.Module):
         return hf.eval()
 
     @classmethod
-    def from_hf(cls, hf) -> "GPT":
+    def from_hf(cls, hf) -> GPT:
         """A course GPT with the weights of a `transformers.GPT2LMHeadModel`."""
         c = hf.config
         act = getattr(c, "activation_function", "gelu_new")

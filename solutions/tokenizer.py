@@ -8,7 +8,7 @@ is the price of a tokenizer with nothing to learn.
 
 from __future__ import annotations
 
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 EOT = 256
 VOCAB_SIZE = 257

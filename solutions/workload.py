@@ -20,8 +20,8 @@ Two arrival processes: all at once (``rate=None``, an offline batch job) or Pois
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Iterator, Sequence
 
 import numpy as np
 
@@ -81,7 +81,7 @@ class Trace:
                 f"{self.output_tokens} output tokens (output p50 {np.median(outs):.0f}, max {outs.max()}); "
                 + ", ".join(f"{k} {v}" for k, v in sorted(kinds.items())))
 
-    def merged(self, other: "Trace", name: str | None = None) -> "Trace":
+    def merged(self, other: Trace, name: str | None = None) -> Trace:
         """Both traces' requests in one trace, in arrival order (stable: self's first on ties)."""
         both = sorted([*self.requests, *other.requests], key=lambda r: r.arrival)
         return Trace(tuple(both), name or f"{self.name}+{other.name}")

@@ -9,7 +9,7 @@ tests match those words, so the checks here keep them and leave the type test to
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 

@@ -1,6 +1,6 @@
 # GENERATED from solutions/dedup/bpe_train.py by `course stubs --write`: fill in the bodies that raise NotImplementedError.
 # The lesson is 02_data_dedup/02_data_dedup.ipynb. Exercises in this file (line of each hole, then the commands):
-#   2.13 Training BPE: counts, ties, merges: line 35; `course check 2.13`, `course hint 2.13`
+#   2.13 Training BPE: counts, ties, merges: line 36; `course check 2.13`, `course hint 2.13`
 """Training byte-level BPE (exercise 2.13): the merges a corpus asks for, most frequent first,
 with the rules of Stanford CS336's assignment 1 (2025), so one corpus gives one vocabulary."""
 
@@ -9,8 +9,9 @@ from __future__ import annotations
 import heapq
 import re
 from collections import Counter
+from collections.abc import Iterable, Sequence
 from functools import lru_cache
-from typing import Iterable, NamedTuple, Sequence
+from typing import NamedTuple
 
 from solutions.checks import check_int
 

@@ -11,7 +11,7 @@ per byte, through a fixed map in which no byte becomes whitespace or a control c
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 
 
 def bytes_to_unicode() -> dict[int, str]:
@@ -30,7 +30,7 @@ def bytes_to_unicode() -> dict[int, str]:
     raise NotImplementedError('Exercise 2.9: The byte-to-unicode map — see 02_data_dedup.ipynb')
 
 
-@lru_cache(maxsize=None)
+@cache
 def _tables() -> tuple[tuple[str, ...], dict[str, int]]:
     forward = bytes_to_unicode()
     return tuple(forward[b] for b in range(256)), {c: b for b, c in forward.items()}

@@ -8,8 +8,8 @@ from __future__ import annotations
 import json
 import os
 import sysconfig
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Iterable, Iterator
 
 from solutions.checks import is_int
 from solutions.fileio import atomic_write, check_outputs

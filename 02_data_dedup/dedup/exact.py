@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 import hashlib
-from typing import Iterable, Iterator
+from collections.abc import Iterable, Iterator
 
 
 def text_digest(text: str) -> str:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from .arguments import positive_int
-from .hashing import _codepoints, span_hashes, sorted_unique
+from .hashing import _codepoints, sorted_unique, span_hashes
 
 
 def char_shingles(text: str, k: int = 5) -> set[str]:

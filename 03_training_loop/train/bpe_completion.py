@@ -12,7 +12,7 @@ model some hits a byte model does not lose.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 from torch import nn

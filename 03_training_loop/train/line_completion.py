@@ -1,13 +1,13 @@
 # GENERATED from solutions/train/line_completion.py by `course stubs --write`: fill in the bodies that raise NotImplementedError.
 # The lesson is 03_training_loop/03_training_loop.ipynb. Exercises in this file (line of each hole, then the commands):
-#   3.13 Line completion: edit similarity, exact match, a held-out set: lines 29, 38, 55; `course check 3.13`, `course hint 3.13`
+#   3.13 Line completion: edit similarity, exact match, a held-out set: lines 29, 38, 56; `course check 3.13`, `course hint 3.13`
 """Line-level code completion, as CodeXGLUE reports it: a fixed held-out set, exact match, edit similarity (3.13)."""
 
 from __future__ import annotations
 
 import random
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
-from typing import Iterable, Sequence
 
 import torch
 from torch import nn
@@ -38,8 +38,8 @@ def exact_match(prediction: str, target: str) -> bool:
     raise NotImplementedError('Exercise 3.13: Line completion: edit similarity, exact match, a held-out set — see 03_training_loop.ipynb')
 
 
-def select_examples(candidates: Iterable["CompletionExample"], *, n: int, seed: int,
-                    train_text: str) -> list["CompletionExample"]:
+def select_examples(candidates: Iterable[CompletionExample], *, n: int, seed: int,
+                    train_text: str) -> list[CompletionExample]:
     """A fixed, deduplicated, held-out set of at most n examples from `candidates`.
 
     Reproducible: the result depends only on the SET of candidates and the seed. The
@@ -47,7 +47,8 @@ def select_examples(candidates: Iterable["CompletionExample"], *, n: int, seed: 
     by `key` (split, doc_id, line_no); the result is the first n in that order that are
     eligible, in that order. Eligible: not a duplicate of an example EARLIER in the result
     (the same `line.split()` tokens), and held out — its `leak_text()` does not occur in
-    `train_text` (never a line the model saw with that context in train). ValueError: n not an int >= 1; TypeError: train_text not a str.
+    `train_text` (never a line the model saw with that context in train).
+    ValueError: n not an int >= 1; TypeError: train_text not a str.
     """
     check_int("n", n, 1)
     if not isinstance(train_text, str):

@@ -98,7 +98,7 @@ class TorchMLPLanguageModel(nn.Module):
         self.out = nn.Linear(hidden, vocab_size)
 
     @classmethod
-    def from_engine(cls, model: MLPLanguageModel) -> "TorchMLPLanguageModel":
+    def from_engine(cls, model: MLPLanguageModel) -> TorchMLPLanguageModel:
         vocab, embed = model.embedding.shape
         twin = cls(model.context, embed, model.hidden.weight.shape[1], vocab)
         with torch.no_grad():

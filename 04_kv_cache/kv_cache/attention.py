@@ -5,7 +5,7 @@
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 import torch.nn.functional as F
@@ -77,7 +77,8 @@ def _check_cached_call(model: GPT, idx: torch.Tensor, cache: CacheProtocol, rows
             raise ValueError(f"rows must be distinct, got {rows.tolist()}")
     elif len(range(cache.batch)[rows]) != B:
         raise ValueError(f"rows {rows} selects {len(range(cache.batch)[rows])} cache rows for {B} sequences")
-    if n_new is not None and isinstance(n_new, (list, tuple)) and len(n_new) == B and all(type(n) is int for n in n_new):
+    if (n_new is not None and isinstance(n_new, (list, tuple)) and len(n_new) == B
+            and all(type(n) is int for n in n_new)):
         # host ints (an engine's chunk lengths): checked here, copied to the device once, no round trip
         if B and (min(n_new) < 0 or max(n_new) > T):
             raise ValueError(f"n_new must be in 0..{T} (the width of idx), got {list(n_new)}")

@@ -1,6 +1,7 @@
 # GENERATED from solutions/kv_cache/export_hf.py by `course stubs --write`.
 # Nothing to write here: given code of stage 04 (04_kv_cache/04_kv_cache.ipynb).
-"""Given: a Llama read from a GGUF file as a Hugging Face folder: safetensors, config.json, tokenizer (nothing to write here).
+"""Given: a Llama read from a GGUF file as a Hugging Face folder: safetensors, config.json,
+tokenizer (nothing to write here).
 
     python -m solutions.kv_cache.export_hf OUT_DIR [--gguf PATH]      (default: SmolLM2's file)
 
@@ -63,8 +64,9 @@ def hf_tokenizer_backend(gguf: GGUFFile):
            if f"tokenizer.{key}" in meta}
     backend, _ = convert_gguf_tokenizer(meta["general.architecture"], tok)
     if meta.get("tokenizer.ggml.pre") == "smollm":
-        backend.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True),
-                                                         pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)])
+        backend.pre_tokenizer = pre_tokenizers.Sequence([
+            pre_tokenizers.Digits(individual_digits=True),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)])
     return backend
 
 

@@ -25,7 +25,7 @@ def read_value(buf: np.ndarray, pos: int, vtype: int) -> tuple[Any, int]:
     raise NotImplementedError('Exercise 4.11: A GGUF reader: header, metadata, tensor infos, alignment — see 04_kv_cache.ipynb')
 
 
-def read_gguf(path: str | Path) -> "GGUFFile":
+def read_gguf(path: str | Path) -> GGUFFile:
     """The GGUF file at `path`, memory-mapped (nothing of the tensor data is copied).
 
     Layout (little-endian): magic b"GGUF", version uint32 (2 or 3), tensor count uint64,

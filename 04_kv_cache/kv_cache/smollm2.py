@@ -92,7 +92,8 @@ def render_chat(messages: list[dict], gguf: GGUFFile | None = None, add_generati
     template = gguf.metadata.get("tokenizer.chat_template")
     if not template:
         raise ValueError(f"{gguf.path} has no tokenizer.chat_template")
-    if not isinstance(messages, list) or not all(isinstance(m, dict) and {"role", "content"} <= set(m) for m in messages):
+    if not isinstance(messages, list) or not all(isinstance(m, dict) and {"role", "content"} <= set(m)
+                                                 for m in messages):
         raise ValueError(f"messages must be a list of {{'role', 'content'}} dicts, got {messages!r}")
     env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
     return env.from_string(template).render(messages=messages, add_generation_prompt=add_generation_prompt)

@@ -13,9 +13,9 @@ import json
 import math
 import platform
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from pathlib import Path
-from typing import Callable, Sequence
 
 import numpy as np
 import torch
@@ -32,7 +32,6 @@ from .roofline import classify, measure_peak_bandwidth, measure_peak_flops
 from .steps import ServingEngine, decode_engine, decode_step_fn, prefill_chunk_fn
 from .sweep import batch_sweep, find_knee
 from .timers import _device_of, time_fn, timing_pitfalls
-
 
 #: The report's sections, in order (`course profile --stages` picks some).
 SECTIONS = ("timers", "ops", "memory", "sweep", "roofline", "latency")
@@ -114,7 +113,7 @@ def collect(model: GPT | None = None, *, sections: Sequence[str] = SECTIONS, dev
         data["timers"] = {f"decode_b{b}": timing_pitfalls(decode_step_fn(model, b, context), device=device,
                                                           repeat=repeat, clock=clock) for b in (1, big)}
     if "ops" in sections:
-        say("ops: torch.profiler around decode steps at batch 1 and batch %d" % big)
+        say(f"ops: torch.profiler around decode steps at batch 1 and batch {big}")
         data["ops"] = {}
         for b in (1, big):
             prof = profile_engine(decode_engine(model, b), wait=1, warmup=1, active=3,
@@ -152,7 +151,7 @@ def collect(model: GPT | None = None, *, sections: Sequence[str] = SECTIONS, dev
         nb = torch.empty((), dtype=dtype).element_size()
         by_batch = {p["batch"]: p for p in data["sweep"]["points"]}
         chunk = min(128, cfg.block_size - context)
-        steps = [(f"decode b=1", step_cost(cfg, batch=1, new_tokens=1, context=context, dtype_bytes=nb),
+        steps = [("decode b=1", step_cost(cfg, batch=1, new_tokens=1, context=context, dtype_bytes=nb),
                   by_batch[1]["step_s"]),
                  (f"decode b={max(by_batch)}", step_cost(cfg, batch=max(by_batch), new_tokens=1, context=context,
                                                          dtype_bytes=nb), by_batch[max(by_batch)]["step_s"]),

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import os
 import tracemalloc
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 from torch.profiler import ProfilerActivity, profile

@@ -9,8 +9,8 @@ on a bare `matplotlib.figure.Figure`: no pyplot state, no backend switch.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import heapq
 import re
+from collections.abc import Iterable, Sequence
 from functools import lru_cache
-from typing import Iterable, Sequence
 
 from solutions.checks import is_int
 
@@ -212,8 +212,8 @@ class ByteLevelBPE:
             if s not in self._ids:
                 raise ValueError(f"special token {s!r} is not one of tokens")
             self.special_ids[s] = self._ids[s]
-        self.special_pattern = (re.compile("|".join(re.escape(s) for s in sorted(self.special_ids, key=len, reverse=True)))
-                                if self.special_ids else None)
+        longest_first = sorted(self.special_ids, key=len, reverse=True)
+        self.special_pattern = re.compile("|".join(map(re.escape, longest_first))) if self.special_ids else None
         self.token_bytes = [token_to_bytes(t) for t in self.tokens]
         self.cache: dict[str, list[int]] = {}
 
@@ -244,15 +244,15 @@ class ByteLevelBPE:
 def _unencodable_pattern(missing: tuple[int, ...]) -> re.Pattern:
     """A regex matching every character whose UTF-8 encoding holds one of the bytes
     `missing`, and every lone surrogate (no UTF-8 holds one)."""
-    missing = set(missing)
-    bad = [cp for cp in range(0x80) if cp in missing]
+    absent = set(missing)
+    bad = [cp for cp in range(0x80) if cp in absent]
     for base in range(0x80, 0x110000, 64):  # 64 code points share all bytes but the last
         if 0xD800 <= base <= 0xDFFF:
             continue
-        if not missing.isdisjoint(chr(base).encode("utf-8")[:-1]):
+        if not absent.isdisjoint(chr(base).encode("utf-8")[:-1]):
             bad.extend(range(base, base + 64))
         else:
-            bad.extend(base + k for k in range(64) if 0x80 | k in missing)
+            bad.extend(base + k for k in range(64) if 0x80 | k in absent)
     ranges: list[list[int]] = []
     for cp in bad:
         if ranges and ranges[-1][1] == cp - 1:

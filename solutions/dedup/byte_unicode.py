@@ -8,7 +8,7 @@ per byte, through a fixed map in which no byte becomes whitespace or a control c
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 
 
 def bytes_to_unicode() -> dict[int, str]:
@@ -45,7 +45,7 @@ def bytes_to_unicode() -> dict[int, str]:
     # END SOLUTION
 
 
-@lru_cache(maxsize=None)
+@cache
 def _tables() -> tuple[tuple[str, ...], dict[str, int]]:
     forward = bytes_to_unicode()
     return tuple(forward[b] for b in range(256)), {c: b for b, c in forward.items()}

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import sys
-from typing import Sequence
+from collections.abc import Sequence
 
 from solutions.checks import ArgumentParser
 

@@ -10,7 +10,7 @@ two array operations for every substring at once, no loop. A final avalanche mix
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 

@@ -194,7 +194,8 @@ def run_pipeline(in_path: str | Path, out_dir: str | Path, config: PipelineConfi
     if not in_path.is_file():
         raise FileNotFoundError(f"no such input file: {in_path}")
     check_outputs(folder=out_dir, files=[out_dir / name for name in OUTPUT_FILES], inputs=[in_path])
-    kept = f"; nothing was written{' (the outputs in ' + str(out_dir) + ' are as they were)' if out_dir.exists() else ''}"
+    as_they_were = f" (the outputs in {out_dir} are as they were)" if out_dir.exists() else ""
+    kept = f"; nothing was written{as_they_were}"
     why = not_json_lines(in_path)
     if why is not None:  # a compressed or empty file: refused before a line is read
         raise ValueError(f"the input {in_path} {why}{kept}")

@@ -42,7 +42,7 @@ def split_pattern(c: CharClasses, scheme: str = "gpt2") -> str:
     #   fragments, `(?=(?:SPACE)|\Z)`.
     # HINT: smollm: one number alone (no ` ?`, no `+`), and a run of spaces may also stop
     #   before a number: `(?=SPACE|NUMBER|\Z)`. Check `"x  1"` -> `["x", "  ", "1"]`.
-    L, N, S, O = (f"(?:{x})" for x in c)
+    L, N, S, O = (f"(?:{x})" for x in c)  # noqa: E741  (letters, numbers, spaces, other: as the regex reads)
     if scheme == "gpt2":
         return rf"'s|'t|'re|'ve|'m|'ll|'d| ?{L}+| ?{N}+| ?{O}+|{S}+(?={S}|\Z)|{S}+"
     return rf"'s|'t|'re|'ve|'m|'ll|'d| ?{L}+|{N}| ?{O}+|{S}+(?={S}|{N}|\Z)|{S}+"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 import torch.nn.functional as F
@@ -61,7 +61,8 @@ def forward_cached(model: GPT, idx: torch.Tensor, cache: CacheProtocol, *,
     cache.reserve(rows, new_lengths)
 
     # The N real tokens to write: their cache row and position, and how to pick them out of
-    # a (B, H, T, D) tensor as (N, H, D).
+    # a (B, H, T, D) tensor as (N, H, D) (`tokens_of`: a one-line selector per case, hence the
+    # lambdas, noqa E731).
     row_ids = torch.arange(cache.batch, device=device)[rows]  # (B,) cache row of each sequence
     if real is None and T == 1:  # decode: one token per row, at the row's length
         tok_rows, tok_pos = row_ids, start
@@ -140,7 +141,8 @@ def _check_cached_call(model: GPT, idx: torch.Tensor, cache: CacheProtocol, rows
             raise ValueError(f"rows must be distinct, got {rows.tolist()}")
     elif len(range(cache.batch)[rows]) != B:
         raise ValueError(f"rows {rows} selects {len(range(cache.batch)[rows])} cache rows for {B} sequences")
-    if n_new is not None and isinstance(n_new, (list, tuple)) and len(n_new) == B and all(type(n) is int for n in n_new):
+    if (n_new is not None and isinstance(n_new, (list, tuple)) and len(n_new) == B
+            and all(type(n) is int for n in n_new)):
         # host ints (an engine's chunk lengths): checked here, copied to the device once, no round trip
         if B and (min(n_new) < 0 or max(n_new) > T):
             raise ValueError(f"n_new must be in 0..{T} (the width of idx), got {list(n_new)}")

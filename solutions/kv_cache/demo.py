@@ -20,7 +20,8 @@ def demo(device: str | torch.device = "cpu", dtype: torch.dtype = torch.float32)
     for cache in ("prealloc", None):
         generate(model, ids, 8, cache=cache)  # warm-up
     results = {cache: generate(model, ids, n_new, cache=cache) for cache in ("prealloc", "int8", None)}
-    sampled = generate(model, ids, 120, temperature=0.8, top_p=0.95, generator=torch.Generator(device=device).manual_seed(0))
+    seeded = torch.Generator(device=device).manual_seed(0)
+    sampled = generate(model, ids, 120, temperature=0.8, top_p=0.95, generator=seeded)
     for p, out in zip(prompts, sampled.tokens):
         print(f"{p + tok.decode(out)!r}")
     print(f"\n(sampled: temperature 0.8, top-p 0.95; below: greedy, {n_new} new tokens per prompt)\n")
@@ -29,4 +30,5 @@ def demo(device: str | torch.device = "cpu", dtype: torch.dtype = torch.float32)
         same = res.tokens == results[None].tokens
         print(f"{str(cache or 'recompute'):>9}: {n} tokens in {res.seconds:.2f} s = {n / res.seconds:5.0f} tokens/s"
               f"{'  (same tokens as recompute)' if same else ''}")
-    print(f"speed-up of the preallocated cache over recompute: {results[None].seconds / results['prealloc'].seconds:.1f}x")
+    speedup = results[None].seconds / results["prealloc"].seconds
+    print(f"speed-up of the preallocated cache over recompute: {speedup:.1f}x")

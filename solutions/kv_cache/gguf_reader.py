@@ -52,7 +52,7 @@ def read_value(buf: np.ndarray, pos: int, vtype: int) -> tuple[Any, int]:
     # END SOLUTION
 
 
-def read_gguf(path: str | Path) -> "GGUFFile":
+def read_gguf(path: str | Path) -> GGUFFile:
     """The GGUF file at `path`, memory-mapped (nothing of the tensor data is copied).
 
     Layout (little-endian): magic b"GGUF", version uint32 (2 or 3), tensor count uint64,

@@ -73,7 +73,7 @@ def profile_engine(engine, *, wait: int = 1, warmup: int = 1, active: int = 3, t
         if i >= 0 and e.time_range.start < steps[i][1]:
             per_step.setdefault(e.name, [0.0] * len(steps))[i] += \
                 1e-6 * (e.self_cpu_time_total if is_op else e.cpu_time_total)
-    median = lambda name: statistics.median(per_step[name]) if name in per_step else 0.0  # noqa: E731
+    median = lambda name: statistics.median(per_step[name]) if name in per_step else 0.0  # noqa: E731  (one line: 08-profiler-step-time-is-the-mean mutates it)
     ops = sorted((OpStat(a.key, a.count, a.self_cpu_time_total * 1e-6, a.cpu_time_total * 1e-6, median(a.key),
                          getattr(a, "self_device_time_total", 0.0) * 1e-6)
                   for a in averages if a.key.startswith("aten::")), key=lambda o: (-o.step_self_s, -o.self_s))

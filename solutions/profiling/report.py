@@ -58,7 +58,7 @@ def write_report(data: dict, out_dir: str | Path) -> Path:
         md.append("")
     if "ops" in data:
         md += ["## Where a decode step's time goes (torch.profiler)", ""]
-        for key, o in data["ops"].items():
+        for o in data["ops"].values():
             labels = ", ".join(f"{k} {_num(v)} ms" for k, v in o["labels_ms"].items())
             md += [f"Batch {o['batch']}: step {_num(o['step_ms'])} ms ({labels}); {_num(o['ops_per_step'])} aten "
                    f"ops per step, {_num(o['top_level_ops_per_step'])} called from Python"
@@ -71,7 +71,7 @@ def write_report(data: dict, out_dir: str | Path) -> Path:
     if "memory" in data:
         md += ["## Memory", "", "| batch | parameters (MiB) | KV pool (MiB) | activations, peak of a step (MiB) | "
                "Python state (MiB) | KV share | process (MiB) |", "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
-        for key, mm in data["memory"].items():
+        for mm in data["memory"].values():
             md.append(f"| {mm['batch']} | {_num(mm['params'] / 2**20)} | {_num(mm['kv_pool'] / 2**20)} | "
                       f"{_num(mm['activations'] / 2**20)} | {_num(mm['python_state'] / 2**20)} | "
                       f"{_num(100 * mm['kv_share'])}% | {_num(mm['process'] / 2**20)} |")

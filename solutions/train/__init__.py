@@ -40,9 +40,9 @@ exercise order:
 
 from __future__ import annotations
 
-from dataclasses import asdict, replace  # noqa: F401  (the old module's names: `train.asdict`)
+from dataclasses import asdict, replace  # the old module's names: `train.asdict`
 
-from . import omp_env  # noqa: F401  (first: the command line's setting, before torch loads)
+from . import omp_env  # first: the command line's setting, before torch loads
 from .optim import SGD, AdamW
 from .schedule import lr_schedule
 from .clip import clip_grad_norm

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import Iterable
+from collections.abc import Iterable
 
 import numpy as np
 
@@ -17,8 +17,8 @@ def clip_grad_norm(params: Iterable[Tensor], max_norm: float) -> float:
 
     Returns the global norm BEFORE clipping, a Python float: sqrt of the sum over every
     parameter with a gradient of sum(grad**2), accumulated in float64 (all gradients as one
-    long vector; 0.0 when no parameter has a gradient). If the factor max_norm / (norm + 1e-6) is below 1, every gradient is
-    multiplied by it (`torch.nn.utils.clip_grad_norm_`'s formula, to 1e-10); otherwise no
+    long vector; 0.0 when no parameter has a gradient). If the factor max_norm / (norm + 1e-6)
+    is below 1, every gradient is multiplied by it (`torch.nn.utils.clip_grad_norm_`'s formula, to 1e-10); otherwise no
     gradient changes. One factor for all keeps the step's direction. The
     gradients are scaled in place (the same arrays); a parameter whose grad is None is
     skipped and stays None; `params` may be any iterable (it is read once).

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Mapping, NamedTuple
+from typing import NamedTuple
 
 import torch
 from torch import nn
@@ -24,11 +25,10 @@ def compare(current: Mapping[str, float], baseline: Mapping[str, float],
             margins: Mapping[str, Margin]) -> list[str]:
     """The gate: one line per metric of `margins` that moved the wrong way by MORE than its margin.
 
-    A metric m with Margin(higher_is_better, by) fails when it moved the wrong way (down for
-    a higher-is-better metric, up otherwise) by more than `by` (moving exactly by the margin
-    passes; moving the right way always passes). Each line names
-    the metric, both values and the margin. [] means the gate passes. Metrics not in `margins`
-    are not judged. KeyError: a metric of `margins` missing from current or baseline.
+    A metric m with Margin(higher_is_better, by) fails when it moved the wrong way (down if
+    higher is better, else up) by more than `by` (exactly `by` passes; the right way always
+    passes). Each line names the metric, both values and the margin; [] means the gate passes.
+    Metrics not in `margins` are not judged. KeyError: a metric of `margins` missing from either.
     """
     for name in margins:
         for what, values in (("current", current), ("baseline", baseline)):
@@ -113,7 +113,7 @@ class EvalReport:
         return Path(path)
 
     @classmethod
-    def from_dict(cls, d: Mapping) -> "EvalReport":
+    def from_dict(cls, d: Mapping) -> EvalReport:
         try:
             return cls(model=str(d["model"]), rows=dict(d["rows"]), completion=dict(d["completion"]),
                        samples=list(d.get("samples", [])), sets=dict(d["sets"]), seconds=float(d.get("seconds", 0)))
@@ -121,7 +121,7 @@ class EvalReport:
             raise ValueError(f"not an evaluation report (missing or bad {e})") from None
 
     @classmethod
-    def load(cls, path: str | Path) -> "EvalReport":
+    def load(cls, path: str | Path) -> EvalReport:
         try:
             data = json.loads(Path(path).read_text(encoding="utf-8"))
         except json.JSONDecodeError as e:

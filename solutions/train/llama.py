@@ -72,7 +72,7 @@ class LlamaConfig:
         return self.max_seq_len
 
     @classmethod
-    def from_hf(cls, c) -> "LlamaConfig":
+    def from_hf(cls, c) -> LlamaConfig:
         """From a `transformers.LlamaConfig` (or any config with its fields); what this model
         cannot compute exactly (biases, another activation or RoPE type, an odd head_dim) is refused."""
         heads = c.num_attention_heads
@@ -109,7 +109,8 @@ class LlamaConfig:
 class LlamaAttention(nn.Module):
     def __init__(self, cfg: LlamaConfig):
         super().__init__()
-        self.n_heads, self.n_kv_heads, self.head_dim, self.theta = cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, cfg.rope_theta
+        self.n_heads, self.n_kv_heads = cfg.n_heads, cfg.n_kv_heads
+        self.head_dim, self.theta = cfg.head_dim, cfg.rope_theta
         self.q_proj = nn.Linear(cfg.dim, cfg.n_heads * cfg.head_dim, bias=False)
         self.k_proj = nn.Linear(cfg.dim, cfg.n_kv_heads * cfg.head_dim, bias=False)
         self.v_proj = nn.Linear(cfg.dim, cfg.n_kv_heads * cfg.head_dim, bias=False)
@@ -182,7 +183,8 @@ class Llama(nn.Module):
         self.lm_head = nn.Linear(cfg.dim, cfg.vocab_size, bias=False)
         for name, p in self.named_parameters():
             if p.dim() == 2:  # GPT-2's init, the projections into the residual stream scaled down
-                std = 0.02 / math.sqrt(2 * cfg.n_layers) if name.endswith(("o_proj.weight", "down_proj.weight")) else 0.02
+                into_residual = name.endswith(("o_proj.weight", "down_proj.weight"))
+                std = 0.02 / math.sqrt(2 * cfg.n_layers) if into_residual else 0.02
                 nn.init.normal_(p, mean=0.0, std=std)
         self.tie_weights()
         self.register_load_state_dict_pre_hook(_tied_head)
@@ -194,12 +196,12 @@ class Llama(nn.Module):
             self.lm_head.weight = self.model.embed_tokens.weight
 
     @classmethod
-    def from_hf_config(cls, hf_config) -> "Llama":
+    def from_hf_config(cls, hf_config) -> Llama:
         """A freshly initialised model of a `transformers.LlamaConfig`'s shape."""
         return cls(LlamaConfig.from_hf(hf_config))
 
     @classmethod
-    def from_hf(cls, hf) -> "Llama":
+    def from_hf(cls, hf) -> Llama:
         """A copy of a `transformers.LlamaForCausalLM`'s weights, in eval mode."""
         model = cls.from_hf_config(hf.config)
         model.load_state_dict(hf.state_dict())
@@ -260,7 +262,8 @@ class Llama(nn.Module):
 
     def _check_positions(self, positions, B: int, T: int) -> None:
         if not isinstance(positions, torch.Tensor) or tuple(positions.shape) != (B, T):
-            raise ValueError(f"positions must be (batch, time) = ({B}, {T}), got {tuple(getattr(positions, 'shape', ()))}")
+            got = tuple(getattr(positions, "shape", ()))
+            raise ValueError(f"positions must be (batch, time) = ({B}, {T}), got {got}")
         if positions.dtype.is_floating_point or positions.dtype == torch.bool:
             raise TypeError(f"positions must be integers, got {positions.dtype}")
         if positions.numel() and not 0 <= int(positions.min()) <= int(positions.max()) < self.config.max_seq_len:

@@ -32,9 +32,9 @@ import torch
 from solutions.fileio import load_checked, save_checked
 
 from .bpe_data import ASSETS, COURSE_BPE, encode_split, evaluate_bpe, load_course_bpe, read_texts, tokenizer_from_dict
-from .evaluation import LN2
 from .config import PRESETS, TrainConfig
 from .data import get_batch
+from .evaluation import LN2
 from .llama import Llama, LlamaConfig
 from .loop import make_optimizer
 from .schedule import lr_schedule
@@ -91,7 +91,8 @@ def train_timed(cfg: TrainConfig, train_ids: torch.Tensor, val_ids: torch.Tensor
 def save_llama(model: Llama, path: str | Path, *, tokenizer_path: str | Path, meta: dict) -> Path:
     """Family, config, fp16 weights (the tied head stored once), tokenizer record and meta, checksummed."""
     tok = json.loads(Path(tokenizer_path).read_text(encoding="utf-8"))
-    sd = {k: v.half() for k, v in model.state_dict().items() if not (k == "lm_head.weight" and model.config.tie_embeddings)}
+    tied = model.config.tie_embeddings  # a tied lm_head is the embedding: saved once
+    sd = {k: v.half() for k, v in model.state_dict().items() if not (k == "lm_head.weight" and tied)}
     return save_checked(path, {"family": FAMILY, "config": asdict(model.config), "state_dict": sd,
                                "tokenizer": {"file": Path(tokenizer_path).name, "vocab_size": tok["vocab_size"],
                                              "sha256": sha256_file(tokenizer_path)},
@@ -213,7 +214,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.no_save:
         return 0
     out = Path(args.out or RUNS_DIR / args.preset / "llama.pt")
-    meta = result | {"command": " ".join(["python -m solutions.train.llama_default", *(sys.argv[1:] if argv is None else argv)]),
+    given = sys.argv[1:] if argv is None else argv
+    meta = result | {"command": " ".join(["python -m solutions.train.llama_default", *given]),
                      "config": asdict(cfg), "seed": cfg.seed, "torch": str(torch.__version__),
                      "history": hist, "corpus": {"train": _rel(train_path), "val": _rel(val_path),
                                                  "train_tokens": len(train_ids), "val_tokens": len(val_ids),

@@ -14,11 +14,11 @@ from tqdm import tqdm
 from solutions.gpt import GPT
 
 from .checkpoint import load_training_state, save_training_state
-from .llama import Llama, LlamaConfig
 from .config import TrainConfig
 from .data import get_batch
 from .distributed import setup_distributed, shard_batch
 from .evaluation import evaluate
+from .llama import Llama, LlamaConfig
 from .schedule import lr_schedule
 from .step import train_step
 

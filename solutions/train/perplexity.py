@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import torch
 from torch import nn
@@ -18,7 +18,7 @@ from .evaluation import LN2, evaluate
 DOC_BYTES = 512  # the bytes of each document that are scored (its first 512): the same bytes for every model
 
 
-def score_document(model: nn.Module, text: str, *, block_size: int, max_bytes: int = DOC_BYTES) -> "DocScore":
+def score_document(model: nn.Module, text: str, *, block_size: int, max_bytes: int = DOC_BYTES) -> DocScore:
     """The model's cost on the start of one document, read as `load_tokens` streams it.
 
     The scored sequence is s = [EOT] + the first `max_bytes` UTF-8 bytes of `text`, + [EOT]
@@ -58,7 +58,7 @@ def score_document(model: nn.Module, text: str, *, block_size: int, max_bytes: i
     # END SOLUTION
 
 
-def mean_interval(values: Sequence[float], z: float = 1.96) -> "Interval":
+def mean_interval(values: Sequence[float], z: float = 1.96) -> Interval:
     """The mean of `values` and its normal-approximation confidence interval.
 
     mean ± z·sd/√n, with sd the sample standard deviation (n - 1 in the denominator, as
@@ -84,7 +84,7 @@ def mean_interval(values: Sequence[float], z: float = 1.96) -> "Interval":
     # END SOLUTION
 
 
-def source_row(scores: Sequence["DocScore"], z: float = 1.96) -> dict:
+def source_row(scores: Sequence[DocScore], z: float = 1.96) -> dict:
     """The row of one source: its documents' bits per byte and perplexity, with intervals.
 
     Every document counts once, whatever its length: bpb = the mean over documents of each

@@ -49,11 +49,13 @@ def apply_rope(x: torch.Tensor, positions: torch.Tensor, theta: float = 10000.0)
 
 def _check(x: torch.Tensor, positions: torch.Tensor, theta: float) -> None:
     if not isinstance(x, torch.Tensor) or x.dim() != 4:
-        raise ValueError(f"x must be a (batch, heads, time, head_dim) tensor, got {getattr(x, 'shape', type(x).__name__)}")
+        got = getattr(x, "shape", type(x).__name__)
+        raise ValueError(f"x must be a (batch, heads, time, head_dim) tensor, got {got}")
     if x.shape[-1] % 2:
         raise ValueError(f"head_dim must be even (RoPE rotates pairs), got {x.shape[-1]}")
     if not isinstance(positions, torch.Tensor) or positions.dtype.is_floating_point or positions.dtype == torch.bool:
-        raise TypeError(f"positions must be an integer tensor, got {getattr(positions, 'dtype', type(positions).__name__)}")
+        got = getattr(positions, "dtype", type(positions).__name__)
+        raise TypeError(f"positions must be an integer tensor, got {got}")
     B, _, T, _ = x.shape
     if tuple(positions.shape) != (B, T):
         raise ValueError(f"positions must have shape (batch, time) = ({B}, {T}), one position per token "
