@@ -1,14 +1,21 @@
 # GENERATED from solutions/server/validation.py by `course stubs --write`: fill in the bodies that raise NotImplementedError.
 # The lesson is 07_serving/07_serving.ipynb. Exercises in this file (line of each hole, then the commands):
-#   7.1 The token budget: n and max_tokens against the context: line 33; `course check 7.1`, `course hint 7.1`
-"""7.1 Request validation: what a request may cost (token_budget), then the rest of the body."""
+#   7.1 The token budget: n and max_tokens against the context: line 40; `course check 7.1`, `course hint 7.1`
+"""7.1 Request validation: what a request may cost (token_budget), then the rest of the body
+(the schema of protocol.py, the server's limits) and the 400 a refused body gets."""
 
 from __future__ import annotations
 
-from solutions.checks import is_int, is_number
+import re
+import reprlib
+
+from pydantic import ValidationError
+
+from solutions.checks import is_int
 from solutions.tokenizer import ByteTokenizer
 
-from .protocol import CHAT_ROLES, FIELDS, NO_OP, APIError, GenerationRequest, Limits, bad, render_chat
+from .protocol import (REQUESTS, APIError, ChatCompletionRequest, ChatMessage, CompletionRequest, GenerationRequest,
+                       Limits, StreamOptions, bad, render_chat)
 
 
 def token_budget(body: dict, kind: str, prompt_tokens: int, limits: Limits) -> tuple[int, int]:
@@ -37,155 +44,114 @@ def parse_request(body: object, kind: str, limits: Limits, tokenizer: ByteTokeni
                   ) -> GenerationRequest:
     """Validate a decoded JSON body for `kind` ("completion" or "chat"; anything else is a
     ValueError) against `limits` (given code, but for `token_budget`); return the
-    GenerationRequest or raise APIError, whose `param` names the field. 404 (code
-    "model_not_found") for a `model` not in limits.models; 400 for everything else, checked
-    in this order: a body that is not an object; a field not in FIELDS[kind]
-    ("Unrecognized request argument", param = that field); a NO_OP field at a value not in
-    its tuple; `user` not a string; `model` missing or not a string; `prompt` (completion)
-    not a non-empty string nor a non-empty list of token ids (ints, never bools) in
-    0..vocab_size-1, nor a list of 1..max_prompts of those (a batch: `prompts`, in order;
-    a batch of exactly one prompt, `[p]`, is `p`); `messages` (chat) not a
-    non-empty list of objects with keys among role, content, name (param "messages",
-    "messages[i]", "messages[i].role" or "messages[i].content"), the role in CHAT_ROLES,
-    the content a string or a list of {"type": "text", "text": str} parts (joined); `stop`
-    not a non-empty string nor a list of at most max_stop of them; `temperature` not a
-    finite number in [0, 2]; `top_p` not one in (0, 1]; `seed` not an int; `stream` not a
-    bool; `stream_options` without stream, or not an object with only a bool
-    `include_usage` (param "stream_options.include_usage" for that one); vLLM's extras:
-    `repetition_penalty` not a finite number > 0 (1 = off), `ignore_eos` not a bool,
-    `min_tokens` not an int >= 0; then `token_budget` (n, the prompt's length against the
-    context, max_tokens) on the prompt's tokens (chat: of the rendered template; a batch:
-    of its longest prompt, so every prompt gets the same max_tokens); then `min_tokens`
-    over max_tokens. `null` is the default for every optional field: no stop,
-    temperature 1.0, stream False, repetition_penalty 1.0, ignore_eos False, min_tokens 0."""
-    if kind not in FIELDS:
+    GenerationRequest or raise APIError, whose `param` names the field. In this order:
+    a body that is not an object (400); the schema (`protocol.REQUESTS[kind]`: a 400 from
+    `api_error`, an unknown field first); a `model` not in limits.models (404, code
+    "model_not_found"); this server's limits on the prompt (at most max_prompts of them,
+    token ids below vocab_size) and on `stop` (at most max_stop); `token_budget` (n, the
+    prompt's length against the context, max_tokens) on the prompt's tokens (chat: of the
+    rendered template; a batch: of its longest prompt, so every prompt gets the same
+    max_tokens); then `min_tokens` over max_tokens. A batch of exactly one prompt, `[p]`, is
+    `p`. `null` is the default for every optional field: no stop, temperature 1.0, top_p
+    None (also for 1), stream False, repetition_penalty 1.0, ignore_eos False, min_tokens 0."""
+    if kind not in REQUESTS:
         raise ValueError(f"kind must be 'completion' or 'chat', got {kind!r}")
     if not isinstance(body, dict):
         raise bad(f"the request body must be a JSON object, got {type(body).__name__}")
-    unknown = sorted(set(body) - FIELDS[kind])
-    if unknown:
-        raise bad(f"Unrecognized request argument supplied: {unknown[0]}", param=unknown[0])
-    for name, ok in NO_OP.items():
-        if body.get(name) is not None and body[name] not in ok:
-            raise bad(f"{name}={body[name]!r} is not supported by this server (only {ok[0]!r})", param=name)
-    if body.get("user") is not None and not isinstance(body["user"], str):
-        raise bad("user must be a string", param="user")
-
-    model = body.get("model")
-    if model is None:
-        raise bad("you must provide a model parameter", param="model")
-    if not isinstance(model, str):
-        raise bad(f"model must be a string, got {type(model).__name__}", param="model")
-    if model not in limits.models:
-        raise APIError(404, f"The model `{model}` does not exist; this server has {list(limits.models)}",
+    try:
+        req = REQUESTS[kind].model_validate(body)
+    except ValidationError as e:
+        raise api_error(e.errors()) from None
+    if req.model not in limits.models:
+        raise APIError(404, f"The model `{req.model}` does not exist; this server has {list(limits.models)}",
                        param="model", code="model_not_found")
-
-    batch = _prompt_ids(body, kind, limits, tokenizer)
-
-    stop = body.get("stop")
-    stop = [] if stop is None else [stop] if isinstance(stop, str) else stop
-    if not isinstance(stop, list) or len(stop) > limits.max_stop or not all(isinstance(s, str) and s for s in stop):
+    batch = _prompt_ids(req, limits, tokenizer)
+    stop = [] if req.stop is None else [req.stop] if isinstance(req.stop, str) else req.stop
+    if len(stop) > limits.max_stop:
         raise bad(f"stop must be a non-empty string or a list of at most {limits.max_stop} of them", param="stop")
-
-    temperature = body.get("temperature")
-    temperature = 1.0 if temperature is None else temperature
-    if not is_number(temperature) or not 0 <= temperature <= 2:
-        raise bad(f"temperature must be a number in [0, 2], got {temperature!r}", param="temperature")
-    top_p = body.get("top_p")
-    if top_p is not None and (not is_number(top_p) or not 0 < top_p <= 1):
-        raise bad(f"top_p must be a number in (0, 1], got {top_p!r}", param="top_p")
-    seed = body.get("seed")
-    if seed is not None and not is_int(seed):
-        raise bad(f"seed must be an integer, got {seed!r}", param="seed")
-
-    stream = body.get("stream")
-    stream = False if stream is None else stream
-    if not isinstance(stream, bool):
-        raise bad(f"stream must be a boolean, got {stream!r}", param="stream")
-    options = body.get("stream_options")
-    include_usage = False
-    if options is not None:
-        if not stream:
-            raise bad("stream_options are only allowed when stream is true", param="stream_options")
-        if not isinstance(options, dict) or set(options) - {"include_usage"}:
-            raise bad("stream_options must be an object with only include_usage", param="stream_options")
-        include_usage = options.get("include_usage", False)
-        if not isinstance(include_usage, bool):
-            raise bad("stream_options.include_usage must be a boolean", param="stream_options.include_usage")
-
-    penalty = body.get("repetition_penalty")
-    penalty = 1.0 if penalty is None else penalty
-    if not is_number(penalty) or not penalty > 0:
-        raise bad(f"repetition_penalty must be a number > 0 (1 = off), got {penalty!r}",
-                  param="repetition_penalty")
-    ignore_eos = body.get("ignore_eos")
-    ignore_eos = False if ignore_eos is None else ignore_eos
-    if not isinstance(ignore_eos, bool):
-        raise bad(f"ignore_eos must be a boolean, got {ignore_eos!r}", param="ignore_eos")
-    min_tokens = body.get("min_tokens")
-    min_tokens = 0 if min_tokens is None else min_tokens
-    if not is_int(min_tokens) or min_tokens < 0:
-        raise bad(f"min_tokens must be an integer >= 0, got {min_tokens!r}", param="min_tokens")
-
     # the longest prompt decides: every prompt of a batch gets the same max_tokens
     max_tokens, n = token_budget(body, kind, max(len(p) for p in batch), limits)
+    min_tokens = req.min_tokens or 0
     if min_tokens > max_tokens:
         raise bad(f"min_tokens={min_tokens} must not exceed max_tokens={max_tokens}", param="min_tokens")
-    ids = tuple(batch[0])
-    return GenerationRequest(kind, model, ids, max_tokens, n, tuple(stop), float(temperature),
-                             None if top_p is None or top_p == 1 else float(top_p),
-                             None if seed is None else int(seed), stream, include_usage,
-                             float(penalty), ignore_eos, int(min_tokens),
+    options = req.stream_options
+    return GenerationRequest(kind, req.model, tuple(batch[0]), max_tokens, n, tuple(stop),
+                             1.0 if req.temperature is None else float(req.temperature),
+                             None if req.top_p is None or req.top_p == 1 else float(req.top_p), req.seed,
+                             bool(req.stream), options is not None and options.include_usage,
+                             1.0 if req.repetition_penalty is None else float(req.repetition_penalty),
+                             bool(req.ignore_eos), min_tokens,
                              tuple(tuple(p) for p in batch) if len(batch) > 1 else ())
 
 
-def _prompt_ids(body: dict, kind: str, limits: Limits, tokenizer: ByteTokenizer) -> list[list[int]]:
+#: How a 400 words a field that is absent or null but required (OpenAI's wording for `model`).
+_MISSING = {"model": "you must provide a model parameter", "prompt": "you must provide a prompt",
+            "messages": "you must provide messages"}
+#: Each field's rule, as its `description` states it ("messages[]" is one message).
+_RULES = {
+    **{name: f.description for m in REQUESTS.values() for name, f in m.model_fields.items()},
+    **{f"messages[].{name}": f.description for name, f in ChatMessage.model_fields.items()},
+    **{f"stream_options.{name}": f.description for name, f in StreamOptions.model_fields.items()},
+    "messages[]": "an object with role and content (and optionally a name)",
+}
+
+
+def api_error(errors: list[dict]) -> APIError:
+    """The 400 for a body the schema refuses (`ValidationError.errors()`, or FastAPI's
+    `RequestValidationError.errors()`, whose locations start with "body"), naming the first
+    field at fault as OpenAI does (an unknown field before anything else; "messages[0].role"
+    for a nested one): "<param> must be <rule>, got <value>", the rule the field's
+    description; a rule of our own (its context names the param) says its own message."""
+    errors = [{**e, "loc": tuple(e["loc"][1:] if e["loc"][:1] == ("body",) else e["loc"])} for e in errors]
+    e = min(errors, key=lambda e: not (e["type"] == "extra_forbidden" and len(e["loc"]) == 1))
+    loc, kind = e["loc"], e["type"]
+    if "param" in (e.get("ctx") or {}):
+        return bad(e["msg"], param=e["ctx"]["param"])
+    if not loc:
+        return bad(f"the request body is not valid: {e['msg']}")
+    param = _param(loc)
+    if kind == "extra_forbidden" and len(loc) == 1:
+        return bad(f"Unrecognized request argument supplied: {param}", param=param)
+    if param in _MISSING and (kind == "missing" or e["input"] is None):
+        return bad(_MISSING[param], param=param)
+    rule = _RULES.get(re.sub(r"\[\d+\]", "[]", param), "valid")
+    if kind == "extra_forbidden":
+        return bad(f"{param} must be {rule}; {loc[-1]!r} is not one of its fields", param=param)
+    got = "" if kind == "missing" else f", got {reprlib.repr(e['input'])}"
+    return bad(f"{param} must be {rule}{got}", param=param)
+
+
+_NESTED = frozenset(ChatMessage.model_fields) | frozenset(StreamOptions.model_fields)
+
+
+def _param(loc: tuple) -> str:
+    """An error's location as OpenAI names a field: ("messages", 0, "role") is
+    "messages[0].role"; a union member's label or an unknown key ends it."""
+    param = str(loc[0])
+    for part in loc[1:]:
+        if isinstance(part, int):
+            param += f"[{part}]"
+        elif part in _NESTED:
+            param += f".{part}"
+        else:
+            break
+    return param
+
+
+def _prompt_ids(req: CompletionRequest | ChatCompletionRequest, limits: Limits, tokenizer: ByteTokenizer
+                ) -> list[list[int]]:
     """The prompts' token ids, one list per prompt: a completion's `prompt` (a string, a
-    list of token ids, or a list of either: a batch), or a chat's messages rendered by the
-    chat template (one prompt); a 400 naming the field when it is malformed."""
-    if kind == "completion":
-        prompt = body.get("prompt")
-        if prompt is None:
-            raise bad("you must provide a prompt", param="prompt")
-        if isinstance(prompt, list) and prompt and all(isinstance(p, (str, list)) for p in prompt):
-            if len(prompt) > limits.max_prompts:
-                raise bad(f"a request may hold at most {limits.max_prompts} prompts, got {len(prompt)}",
-                          param="prompt")
-            return [_one_prompt(p, f"prompt[{i}]", limits, tokenizer) for i, p in enumerate(prompt)]
-        return [_one_prompt(prompt, "prompt", limits, tokenizer)]
-    messages = body.get("messages")
-    if messages is None:
-        raise bad("you must provide messages", param="messages")
-    if not isinstance(messages, list) or not messages:
-        raise bad("messages must be a non-empty list", param="messages")
-    clean = []
-    for i, m in enumerate(messages):
-        where = f"messages[{i}]"
-        if not isinstance(m, dict) or set(m) - {"role", "content", "name"}:
-            raise bad(f"{where} must be an object with role and content", param=where)
-        if m.get("role") not in CHAT_ROLES:
-            raise bad(f"{where}.role must be one of {list(CHAT_ROLES)}, got {m.get('role')!r}",
-                      param=f"{where}.role")
-        content = m.get("content")
-        if isinstance(content, list) and all(isinstance(p, dict) and p.get("type") == "text"
-                                             and isinstance(p.get("text"), str) for p in content):
-            content = "".join(p["text"] for p in content)
-        if not isinstance(content, str):
-            raise bad(f"{where}.content must be a string or a list of text parts", param=f"{where}.content")
-        clean.append({"role": m["role"], "content": content})
-    return [tokenizer.encode(render_chat(clean))]
-
-
-def _one_prompt(prompt: object, where: str, limits: Limits, tokenizer: ByteTokenizer) -> list[int]:
-    """One completion prompt (a non-empty string or list of token ids) as token ids; a 400
-    with param "prompt" (the message says which one: `where`) otherwise."""
-    if isinstance(prompt, str):
-        if not prompt:
-            raise bad(f"{where} must not be empty", param="prompt")
-        return tokenizer.encode(prompt)
-    if isinstance(prompt, list) and prompt and all(is_int(t) for t in prompt):
-        if not all(0 <= t < limits.vocab_size for t in prompt):
+    list of token ids, or a batch of either), at most `limits.max_prompts` of them, every
+    id below `limits.vocab_size`; or a chat's messages rendered by the chat template."""
+    if isinstance(req, ChatCompletionRequest):
+        return [tokenizer.encode(render_chat([{"role": m.role, "content": m.text} for m in req.messages]))]
+    prompt = req.prompt
+    batch = [prompt] if isinstance(prompt, str) or isinstance(prompt[0], int) else prompt
+    if len(batch) > limits.max_prompts:
+        raise bad(f"a request may hold at most {limits.max_prompts} prompts, got {len(batch)}", param="prompt")
+    ids = [tokenizer.encode(p) if isinstance(p, str) else p for p in batch]
+    for i, p in enumerate(ids):
+        if isinstance(batch[i], list) and max(p) >= limits.vocab_size:
+            where = f"prompt[{i}]" if batch is prompt else "prompt"
             raise bad(f"{where}: token ids must be in 0..{limits.vocab_size - 1}", param="prompt")
-        return [int(t) for t in prompt]
-    raise bad(f"{where} must be a non-empty string or a non-empty list of token ids (or, for prompt, a list "
-              f"of those: a batch)", param="prompt")
+    return ids

@@ -1,11 +1,17 @@
 """The API's vocabulary (given code): OpenAI-shaped errors, the server's limits, a
-validated request, the chat template and the fields each endpoint accepts."""
+validated request, the chat template and the request bodies (pydantic models)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Annotated, Any, Literal
 
+from fastapi import FastAPI
+from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, model_validator
+from pydantic.json_schema import models_json_schema
+from pydantic_core import PydanticCustomError
 
 MODEL_NAME = "course-gpt"
 
@@ -95,18 +101,119 @@ class GenerationRequest:
 CHAT_TEMPLATE = "<|{role}|>\n{content}\n"
 CHAT_ROLES = ("system", "user", "assistant")
 
-_COMMON = {"model", "max_tokens", "n", "stop", "temperature", "top_p", "seed", "stream", "stream_options",
-           "user", "presence_penalty", "frequency_penalty", "logprobs", "logit_bias",
-           "repetition_penalty", "ignore_eos", "min_tokens"}  # the last three: vLLM's, beside OpenAI's
-#: The fields each kind of request may carry; any other is "Unrecognized request argument".
-FIELDS = {
-    "completion": _COMMON | {"prompt", "echo", "best_of", "suffix"},
-    "chat": _COMMON | {"messages", "max_completion_tokens", "top_logprobs"},
-}
-#: Fields OpenAI accepts that this server cannot honour: fine at their no-op value
-#: (None, or the value shown), a 400 naming the field otherwise.
-NO_OP = {"presence_penalty": (0, 0.0), "frequency_penalty": (0, 0.0), "logprobs": (False, 0), "echo": (False,),
-         "best_of": (1,), "suffix": ("",), "logit_bias": ({},), "top_logprobs": (0,)}
+
+# ---- the request bodies, as pydantic models (what /openapi.json publishes) -----------------------
+# Strict: an int is never a bool (True is not 1) nor a float (4.0 is not 4); a number may be an int.
+# Each field's `description` is its rule; a 400 says "<field> must be <description>, got <value>"
+# (validation.api_error). What depends on this server's Limits (model names, vocabulary, how many
+# prompts and stop strings) and 7.1's budget (n, max_tokens) are checked after the schema.
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+Number = Annotated[float, Field(allow_inf_nan=False)]  # an int or a finite float
+TokenIds = Annotated[list[Annotated[int, Field(ge=0)]], Field(min_length=1)]
+Text = Annotated[str, Field(min_length=1)]
+#: n, max_tokens, max_completion_tokens: 7.1's `token_budget` judges them (their bounds are the
+#: context the prompt leaves and `Limits.max_n`), so the schema only documents them.
+Budget = Annotated[Any, WithJsonSchema({"anyOf": [{"type": "integer", "minimum": 1}, {"type": "null"}]})]
+
+
+def _no_op(*values) -> Any:
+    """A field OpenAI has that this server cannot honour: allowed at its no-op `values` or null."""
+    return Field(None, description=f"{' or '.join(map(repr, values))} (this server does not implement it)")
+
+
+class StreamOptions(_Body):
+    include_usage: bool = Field(False, description="a boolean")
+
+
+class TextPart(_Body):
+    type: Literal["text"]
+    text: str
+
+
+class ChatMessage(_Body):
+    role: Literal[CHAT_ROLES] = Field(description=f"one of {list(CHAT_ROLES)}")
+    content: str | list[TextPart] = Field(description="a string or a list of text parts")
+    name: str | None = Field(None, description="a string")
+
+    @property
+    def text(self) -> str:
+        """The content as one string (its text parts joined)."""
+        return self.content if isinstance(self.content, str) else "".join(p.text for p in self.content)
+
+
+class _GenerationBody(_Body):
+    """The fields both endpoints take (a 400 names the first that fails: these in this
+    order, then the endpoint's own)."""
+
+    model: str = Field(description="the name of a model this server has (GET /v1/models)")
+    stop: Text | list[Text] | None = Field(None, description="a non-empty string or a list of them "
+                                                               "(as many as the server allows)")
+    temperature: Number | None = Field(None, ge=0, le=2, description="a number in [0, 2]")
+    top_p: Number | None = Field(None, gt=0, le=1, description="a number in (0, 1]")
+    seed: int | None = Field(None, description="an integer")
+    stream: bool | None = Field(None, description="a boolean")
+    stream_options: StreamOptions | None = Field(None, description="an object with only include_usage "
+                                                                   "(only when stream is true)")
+    repetition_penalty: Number | None = Field(None, gt=0, description="a number > 0 (1 = off)")  # vLLM's
+    ignore_eos: bool | None = Field(None, description="a boolean")                               # vLLM's
+    min_tokens: int | None = Field(None, ge=0, description="an integer >= 0 (at most max_tokens)")  # vLLM's
+    user: str | None = Field(None, description="a string")
+    n: Budget = Field(None, description="an integer >= 1 (as many choices as the server allows)")
+    max_tokens: Budget = Field(None, description="an integer >= 1 that fits the context with the prompt")
+    presence_penalty: Literal[0] | None = _no_op(0)
+    frequency_penalty: Literal[0] | None = _no_op(0)
+    logprobs: Literal[False, 0] | None = _no_op(False, 0)
+    logit_bias: Annotated[dict, Field(max_length=0)] | None = _no_op({})
+
+    @model_validator(mode="after")
+    def _options_need_a_stream(self):  # the one rule that spans two fields
+        if self.stream_options is not None and not self.stream:
+            raise PydanticCustomError("stream_options", "stream_options are only allowed when stream is true",
+                                      {"param": "stream_options"})
+        return self
+
+
+class CompletionRequest(_GenerationBody):
+    """POST /v1/completions: a prompt (text, token ids, or a batch of either)."""
+
+    prompt: Text | TokenIds | Annotated[list[Text | TokenIds], Field(min_length=1)] = Field(
+        description="a non-empty string or a non-empty list of token ids, or a list of those (a batch)")
+    echo: Literal[False] | None = _no_op(False)
+    best_of: Literal[1] | None = _no_op(1)
+    suffix: Literal[""] | None = _no_op("")
+
+
+class ChatCompletionRequest(_GenerationBody):
+    """POST /v1/chat/completions: messages, rendered by CHAT_TEMPLATE."""
+
+    messages: list[ChatMessage] = Field(min_length=1, description="a non-empty list of messages")
+    max_completion_tokens: Budget = Field(None, description="max_tokens' newer name (wins when set)")
+    top_logprobs: Literal[0] | None = _no_op(0)
+
+
+#: The body each kind of request is, and the path it is posted to.
+REQUESTS = {"completion": CompletionRequest, "chat": ChatCompletionRequest}
+BODIES = {"/v1/completions": CompletionRequest, "/v1/chat/completions": ChatCompletionRequest}
+
+
+def openapi(app: FastAPI, bodies: dict[str, type[BaseModel]]) -> dict:
+    """`app.openapi` for handlers that read their body themselves (to refuse a 413 or 415
+    before parsing it): FastAPI's document, each POST path in `bodies` given its request
+    body's schema (the models' definitions under components/schemas, as FastAPI puts them)."""
+    if app.openapi_schema is None:
+        doc = get_openapi(title=app.title, version=app.version, routes=app.routes)
+        refs, defs = models_json_schema([(m, "validation") for m in bodies.values()],
+                                        ref_template="#/components/schemas/{model}")
+        doc.setdefault("components", {}).setdefault("schemas", {}).update(defs["$defs"])
+        for path, model in bodies.items():
+            doc["paths"][path]["post"]["requestBody"] = {
+                "required": True, "content": {"application/json": {"schema": refs[(model, "validation")]}}}
+        app.openapi_schema = doc
+    return app.openapi_schema
 
 
 def render_chat(messages: list[dict]) -> str:
