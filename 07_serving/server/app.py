@@ -12,6 +12,7 @@ import uuid
 from typing import AsyncIterator
 
 from fastapi import FastAPI, Request as HTTPRequest
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -24,10 +25,10 @@ from .auth import BearerAuth
 from .disconnect import next_events, stream_closed, until_disconnected
 from .engine_client import Delta, Error, Event, Finish
 from .engine_process import EngineProcess
-from .protocol import APIError, bad
+from .protocol import BODIES, APIError, bad, openapi
 from .state import Job, ServerConfig, ServerState
 from .streaming import TokenStream, sse
-from .validation import parse_request
+from .validation import api_error, parse_request
 
 log = logging.getLogger("course.server")
 
@@ -235,12 +236,16 @@ def build_app(engine: PagedEngine | EngineProcess, tokenizer: ByteTokenizer | No
             state.close()
 
     app = FastAPI(title="AI Engineering from Scratch — stage 07 server", lifespan=lifespan,
-                  docs_url=None, redoc_url=None, openapi_url=None)
+                  docs_url=None, redoc_url=None, openapi_url="/openapi.json")
     app.state.course = state
 
     @app.exception_handler(APIError)
     async def _api_error(request, exc: APIError):
         return exc.response()
+
+    @app.exception_handler(RequestValidationError)  # a body FastAPI validated: OpenAI's 400, not its 422
+    async def _invalid(request, exc: RequestValidationError):
+        return api_error(exc.errors()).response()
 
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(request, exc: StarletteHTTPException):
@@ -251,6 +256,7 @@ def build_app(engine: PagedEngine | EngineProcess, tokenizer: ByteTokenizer | No
         app.add_middleware(BearerAuth, key=config.api_key)
 
     _routes(app, state)
+    app.openapi = lambda: openapi(app, BODIES)  # the handlers read their bodies themselves (413, 415 first)
     return app
 
 
