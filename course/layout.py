@@ -8,17 +8,32 @@ Stage NN with module M has
                             reference by `course stubs --write` (holes for the bodies)
 
 Every other part of the harness (stubs, loader, progress, feedback, grading, release) asks
-this module for paths, so the layout is written down once. A learner's release has no
-`solutions/M/` for its last stage: there the learner's files are the `.py` files of
-`NN_<stage>/M/`.
+this module for paths, so the layout is written down once; `root()` is where the course
+itself is. A learner's release has no `solutions/M/` for its last stage: there the
+learner's files are the `.py` files of `NN_<stage>/M/`.
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from course import manifest
-from course.loader import root
+
+
+def root() -> Path:
+    """The course repository's root: `COURSE_ROOT`, else the folder holding `course/`."""
+    env = os.environ.get("COURSE_ROOT")
+    if env:
+        return Path(env).resolve()
+    here = Path(__file__).resolve().parent.parent
+    if (here / "solutions").is_dir():
+        return here
+    cwd = Path.cwd().resolve()
+    for p in (cwd, *cwd.parents):
+        if (p / "course").is_dir() and (p / "solutions").is_dir():
+            return p
+    return here
 
 
 def solution_dir(st: manifest.Stage, base: Path | None = None) -> Path:

@@ -21,7 +21,8 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
-from course import manifest
+from course import layout, manifest
+from course.layout import root  # noqa: F401 — `course.loader.root`, as callers have always imported it
 
 IMPLS = ("student", "solution")
 _forced_impl: str | None = None
@@ -48,25 +49,8 @@ def current_impl() -> str:
     return _check_impl(os.environ.get("COURSE_IMPL", "student") or "student")
 
 
-def root() -> Path:
-    """The course repository's root: `COURSE_ROOT`, else the folder holding `course/`."""
-    env = os.environ.get("COURSE_ROOT")
-    if env:
-        return Path(env).resolve()
-    here = Path(__file__).resolve().parent.parent
-    if (here / "solutions").is_dir():
-        return here
-    cwd = Path.cwd().resolve()
-    for p in (cwd, *cwd.parents):
-        if (p / "course").is_dir() and (p / "solutions").is_dir():
-            return p
-    return here
-
-
 def student_path(name: str) -> Path:
     """The file `course.load` runs for the learner's package: `NN_stage/<name>/__init__.py`."""
-    from course import layout
-
     return layout.stub_entry(manifest.stage(name))
 
 
@@ -111,8 +95,6 @@ def load(name: str, impl: str | None = None) -> ModuleType:
     impl = current_impl() if impl is None else _check_impl(impl)
     st = manifest.stage(name)
     if impl == "solution":
-        from course import layout
-
         if not layout.has_solution(st):
             raise ModuleNotFoundError(
                 f"the reference solution of stage {st.number} (solutions/{st.module}/) is not in this repository "

@@ -1,20 +1,18 @@
 # GENERATED from solutions/batching/metrics.py by `course stubs --write`: fill in the bodies that raise NotImplementedError.
 # The lesson is 05_batching/05_batching.ipynb. Exercises in this file (line of each hole, then the commands):
-#   5.7 Metrics: TTFT, TPOT, ITL, p50/p99: lines 32, 39, 52; `course check 5.7`, `course hint 5.7`
+#   5.7 Metrics: TTFT, TPOT, ITL, p50/p99: lines 30, 37, 50; `course check 5.7`, `course hint 5.7`
 """Latency metrics: per request (queue, TTFT, TPOT, ITL, e2e), percentiles, a run's summary (5.7)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterable, Sequence
+from typing import Iterable, Sequence
 
 import numpy as np
 
+from .outputs import StepRecord
 from .request import Request
 from .state import State
-
-if TYPE_CHECKING:
-    from .replay import RunResult
 
 
 def request_metrics(request: Request) -> RequestMetrics:
@@ -87,3 +85,19 @@ def format_table(rows: dict[str, dict[str, float]],
     widths = [max(len(r[i]) for r in [head, *body]) for i in range(len(head))]
     line = lambda r: "  ".join(v.ljust(w) if i == 0 else v.rjust(w) for i, (v, w) in enumerate(zip(r, widths)))
     return "\n".join([line(head), "  ".join("-" * w for w in widths), *map(line, body)])
+
+
+@dataclass
+class RunResult:
+    """A replayed trace (`replay.replay`): the requests (trace order), the engine's step log,
+    the run's span."""
+
+    name: str
+    requests: list[Request]
+    steps: list[StepRecord]
+    start: float
+    end: float
+    max_batch_size: int
+
+    def summary(self) -> dict[str, float]:
+        return summarize(self)

@@ -1,20 +1,19 @@
 # GENERATED from solutions/batching/replay.py by `course stubs --write`.
 # Nothing to write here: given code of stage 05 (05_batching/05_batching.ipynb).
 """Driving an engine with a trace: `replay` (and `serve`, a fresh engine per run) against the
-engine's clock; `ManualClock` for deterministic, simulated time; `RunResult`, one run."""
+engine's clock; `ManualClock` for deterministic, simulated time. A run is a `RunResult`
+(metrics.py, beside the summary it is read by)."""
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from typing import Callable, Iterable
 
 from solutions.gpt import GPT
 from solutions.workload import Trace
 
 from .engine import Engine
-from .metrics import summarize
-from .outputs import StepRecord
+from .metrics import RunResult
 from .request import Request
 from .sampling_params import SamplingParams
 from .scheduler import Scheduler
@@ -34,21 +33,6 @@ class ManualClock:
         if seconds < 0:
             raise ValueError(f"cannot sleep a negative time, got {seconds}")
         self.now += seconds
-
-
-@dataclass
-class RunResult:
-    """A replayed trace: the requests (trace order), the engine's step log, the run's span."""
-
-    name: str
-    requests: list[Request]
-    steps: list[StepRecord]
-    start: float
-    end: float
-    max_batch_size: int
-
-    def summary(self) -> dict[str, float]:
-        return summarize(self)
 
 
 def replay(engine: Engine, trace: Trace, *, sampling: SamplingParams | None = None, stop: Iterable[int] = (),

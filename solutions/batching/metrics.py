@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterable, Sequence
+from typing import Iterable, Sequence
 
 import numpy as np
 
+from .outputs import StepRecord
 from .request import Request
 from .state import State
-
-if TYPE_CHECKING:
-    from .replay import RunResult
 
 
 def request_metrics(request: Request) -> RequestMetrics:
@@ -134,3 +132,19 @@ def format_table(rows: dict[str, dict[str, float]],
     widths = [max(len(r[i]) for r in [head, *body]) for i in range(len(head))]
     line = lambda r: "  ".join(v.ljust(w) if i == 0 else v.rjust(w) for i, (v, w) in enumerate(zip(r, widths)))
     return "\n".join([line(head), "  ".join("-" * w for w in widths), *map(line, body)])
+
+
+@dataclass
+class RunResult:
+    """A replayed trace (`replay.replay`): the requests (trace order), the engine's step log,
+    the run's span."""
+
+    name: str
+    requests: list[Request]
+    steps: list[StepRecord]
+    start: float
+    end: float
+    max_batch_size: int
+
+    def summary(self) -> dict[str, float]:
+        return summarize(self)
