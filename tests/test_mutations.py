@@ -1335,8 +1335,8 @@ MUTATIONS = (
       "        return floor",
       ("tests/test_server_api_compat.py::test_a_burst_the_server_clears_within_the_wait_is_queued_not_refused",)),
     M("07-prompt-list-usage-of-the-first-prompt", "server",
-      "    usage = _usage(sum(len(p) for p in g.batch), sum(c for _, _, c in finished.values()))",
-      "    usage = _usage(len(g.prompt_ids), sum(c for _, _, c in finished.values()))",
+      "    usage = _usage(sum(len(p) for p in g.batch), sum(f.completion_tokens for f in finished.values()))",
+      "    usage = _usage(len(g.prompt_ids), sum(f.completion_tokens for f in finished.values()))",
       ("tests/test_server_api_compat.py::test_a_list_of_prompts_gets_one_choice_per_prompt_and_n",)),
     # ------------------------------------------------------------------ stage 08
     # the ways a learner breaks each exercise of stage 08 (issue 18): the timer's order of calls, the
