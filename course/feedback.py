@@ -283,7 +283,9 @@ def _later(other: str, ex_id: str, st: manifest.Stage) -> bool:
 
 def waits_only_for_later(st: manifest.Stage, ex_id: str, results) -> list[str]:
     """The later exercises of the lesson whose TODOs alone stopped `ex_id`'s failed tests
-    (its own code passed everything else), or [] when anything else failed."""
+    (its own code passed everything else), or [] when anything else failed. `results`: a list,
+    or a Run's dict of them by node id."""
+    results = results.values() if isinstance(results, dict) else results
     failed = [r for r in as_results(results) if r.outcome == "failed" and r.exercise == ex_id]
     later = sorted({r.todo_id for r in failed if r.todo_id and _later(r.todo_id, ex_id, st)},
                    key=[e.id for e in st.exercises].index)

@@ -311,3 +311,83 @@ def test_every_exercise_marker_is_a_string_literal():
                 if not (node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
                     bad.append(f"{path.relative_to(ROOT)}:{node.lineno}")
     assert not bad, f"exercise markers that are not a string literal: {bad}"
+
+
+IN_THE_WORKER = """
+import itertools
+import os
+import sys
+
+import torch  # at collection: a cold child's import of it must not count against the 1 s limit
+
+
+def test_a_where(tmp_path_factory):
+    parent = open(f"/proc/{os.getppid()}/cmdline", "rb").read().split(b"\\0")
+    with open(os.environ["WHERE_FILE"], "w") as f:
+        f.write(" ".join(p.decode() for p in parent) + "\\n" + " ".join(sys.argv[1:3]))
+
+
+def test_b_fails():
+    assert 1 + 1 == 3, "one and one make two"
+
+
+def test_c_crash():
+    os._exit(3)
+
+
+def test_d_passes():
+    pass
+
+
+def test_e_c_loop():
+    sum(itertools.count())
+
+
+def test_f_tamper():
+    torch.allclose = lambda *a, **k: True
+"""
+
+
+def test_the_warm_worker_grades_as_a_plain_child(tmp_path, monkeypatch):
+    """`course check`'s warm worker (course.worker) forks the test process instead of starting
+    one: a failure, a crash (os._exit), a C loop past its limit and a patched torch helper come
+    out exactly as from a plain child; the fork is the test process
+    (the worker itself runs no test and imports no course code), and each resumed process is
+    a new fork."""
+    import os
+    import time
+
+    from course import worker
+    from course.runner import run_tests
+
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_w.py").write_text(IN_THE_WORKER)
+    monkeypatch.setenv("COURSE_SLOWDOWN", "1")
+    monkeypatch.setenv("COURSE_WORKER_DIR", str(tmp_path / "w"))
+    monkeypatch.setenv("WHERE_FILE", str(tmp_path / "where.txt"))
+
+    def outcomes(run):
+        return [(r.nodeid.split("::")[-1], r.outcome, r.contained, r.message[:60]) for r in run.in_order()]
+
+    monkeypatch.setenv("COURSE_WORKER", "0")
+    plain = run_tests([tmp_path / "tests"], "solution", root=tmp_path, timeout=1, hidden=False, cache_bytecode=True)
+    assert "worker.py" not in (tmp_path / "where.txt").read_text()
+    monkeypatch.setenv("COURSE_WORKER", "1")
+    env = dict(os.environ)
+    worker.ensure_started(env)
+    try:
+        t0 = time.monotonic()
+        while not os.path.exists(worker.socket_path(env)):
+            assert time.monotonic() - t0 < 240, "the worker did not start"
+            time.sleep(0.5)
+        warm = run_tests([tmp_path / "tests"], "solution", root=tmp_path, timeout=1, hidden=False,
+                         cache_bytecode=True)
+    finally:
+        worker.stop(env)
+    parent, args = (tmp_path / "where.txt").read_text().splitlines()
+    assert "course/worker.py" in parent and args.startswith(str(tmp_path / "tests")), (parent, args)
+    assert outcomes(warm) == outcomes(plain), (outcomes(warm), outcomes(plain))
+    assert warm.processes == plain.processes >= 3 and warm.tampered and plain.tampered
+    got = {name: (outcome, contained) for name, outcome, contained, _ in outcomes(warm)}
+    assert got["test_a_where"] == ("passed", "") and got["test_b_fails"][0] == "failed"
+    assert got["test_c_crash"] == ("failed", "crash") and got["test_e_c_loop"] == ("failed", "timeout"), got
