@@ -1,6 +1,6 @@
 # GENERATED from solutions/train/perplexity.py by `course stubs --write`: fill in the bodies that raise NotImplementedError.
 # The lesson is 03_training_loop/03_training_loop.ipynb. Exercises in this file (line of each hole, then the commands):
-#   3.12 Bits per byte per document, with a confidence interval: lines 38, 58, 74; `course check 3.12`, `course hint 3.12`
+#   3.12 Bits per byte per document, with a confidence interval: lines 38, 58, 75; `course check 3.12`, `course hint 3.12`
 """Bits per byte and perplexity per held-out document, with a confidence interval over documents (3.12)."""
 
 from __future__ import annotations
@@ -70,7 +70,8 @@ def source_row(scores: Sequence[DocScore], z: float = 1.96) -> dict:
     """
     if not scores:
         raise ValueError("scores must hold at least one document's score")
-    row = {"docs": len(scores), "tokens": sum(s.tokens for s in scores), "bytes": sum(s.bytes for s in scores)}
+    row: dict[str, float | None] = {"docs": len(scores), "tokens": sum(s.tokens for s in scores),
+                                    "bytes": sum(s.bytes for s in scores)}
     raise NotImplementedError('Exercise 3.12: Bits per byte per document, with a confidence interval — see 03_training_loop.ipynb')
 
 

@@ -96,7 +96,8 @@ def source_row(scores: Sequence[DocScore], z: float = 1.96) -> dict:
     """
     if not scores:
         raise ValueError("scores must hold at least one document's score")
-    row = {"docs": len(scores), "tokens": sum(s.tokens for s in scores), "bytes": sum(s.bytes for s in scores)}
+    row: dict[str, float | None] = {"docs": len(scores), "tokens": sum(s.tokens for s in scores),
+                                    "bytes": sum(s.bytes for s in scores)}
     # BEGIN SOLUTION 3.12
     # HINT: one value per document: [s.bits / s.bytes for s in scores] (never one per byte or token:
     #   the bytes of one file are not independent draws, and a long file would outvote the others).

@@ -46,11 +46,11 @@ def train_step(model: nn.Module, optimizer: torch.optim.Optimizer,
             loss = lm_loss(model, x, y)
             (loss / n).backward()
         total += loss.detach()
-    loss = check_finite(float(all_reduce_mean(total / n)), step=step)
+    mean_loss = check_finite(float(all_reduce_mean(total / n)), step=step)
     norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm))
     check_finite(norm, step=step, what="gradient norm")
     optimizer.step()
-    return loss, norm
+    return mean_loss, norm
     # END SOLUTION
 
 
