@@ -126,7 +126,8 @@ def cmd_check(args) -> int:
     known = ({r.exercise.id: "done" if r.recorded_done else r.state for r in progress.status(near)}
              if ex and impl == "student" else None)
     lines, done = feedback.check_lines(st, results, run.errors, only=ex.id if ex else None,
-                                       known=known or ({e.id: "done" for e in st.exercises} if ex else None))
+                                       known=known or ({e.id: "done" for e in st.exercises} if ex else None),
+                                       locate=progress.exercise_at)
     print("\n".join(lines))
     for what in tampered[:5]:
         print("\n".join(feedback.wrap(f"TAMPERING: {what}", indent=" ! ", max_lines=3)))

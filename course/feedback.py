@@ -243,20 +243,19 @@ def requires_closure(ex_id: str) -> list[str]:
 _AT = re.compile(r"^(?P<path>[\w./-]+\.py):(?P<line>\d+): ")
 
 
-def code_of(st: manifest.Stage, message: str) -> str | None:
+def code_of(st: manifest.Stage, message: str, locate) -> str | None:
     """The exercise whose code raised a failure placed at the learner's file and line
-    (`NN_stage/pkg/file.py:LINE: ...`, see `failure_message`), if any."""
+    (`NN_stage/pkg/file.py:LINE: ...`, see `failure_message`), if any: `locate(st, file name,
+    line)` says whose code that line is (`course.progress.exercise_at`)."""
     m = _AT.match(message or "")
-    if m is None:
+    if m is None or locate is None:
         return None
     path = m["path"].replace("\\", "/")
     prefix = f"{st.folder}/{st.module}/"
     if not path.startswith(prefix) or "/" in path[len(prefix):]:
         return None
-    from course import progress
-
     try:
-        return progress.exercise_at(st, path[len(prefix):], int(m["line"]))
+        return locate(st, path[len(prefix):], int(m["line"]))
     except Exception:  # a hint, never a failure of the check itself
         return None
 
@@ -341,12 +340,14 @@ def _group_errors(errors: list[str]) -> list[str]:
 
 
 def check_lines(st: manifest.Stage, results, errors: list[str], only: str | None = None,
-                known: dict[str, str] | None = None) -> tuple[list[str], int]:
+                known: dict[str, str] | None = None, locate=None) -> tuple[list[str], int]:
     """What `course check` prints for one run of a stage's (visible) tests, and how many
     exercises are done. Lines fit 80 columns. `only`: the run was of that exercise's tests
     alone (`course check 6.3`); `known` then gives the other exercises' states (from the
-    saved progress) for "blocked by"."""
-    from course.grading import score_exercise
+    saved progress) for "blocked by"; `locate(st, file name, line)`, the exercise whose code
+    a line of the learner's file is (`course.progress.exercise_at`), lets a failure raised in
+    another exercise's code say so."""
+    from course.scoring import score_exercise
 
     results = as_results(results)
     by_ex: dict[str, list[TestResult]] = {e.id: [] for e in st.exercises}
@@ -407,7 +408,7 @@ def check_lines(st: manifest.Stage, results, errors: list[str], only: str | None
                 out += wrap(f"{passed}/{counted} tests pass; {own_todo} stop at its TODO")
             elif _rank(pick, ex.id) < OWN_TODO:
                 head = f"{passed}/{counted} tests pass. " if counted else ""
-                where = code_of(st, pick.message)
+                where = code_of(st, pick.message, locate)
                 if where is not None and where != ex.id and states.get(where) in ("done", "no-gpu"):
                     # the bug shows in this exercise's test but lies in code another one's tests pass
                     out += wrap(f"{head}{ex.id}'s test failed in code of {where}: {name}: {pick.message}",
@@ -432,7 +433,7 @@ def check_lines(st: manifest.Stage, results, errors: list[str], only: str | None
 
 def terminal_summary(results) -> str | None:
     """`exercises: 0/8 done (85 tests stop at a TODO); given code: 50 passed` for a run."""
-    from course.grading import score_exercise
+    from course.scoring import score_exercise
 
     results = as_results(results)
     by_ex: dict[str, list[TestResult]] = {}

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from course import feedback, layout, manifest
-from course.grading import score_exercise
+from course.scoring import score_exercise
 from course.loader import root
 from course.results import TestResult, as_results, has_hole
 

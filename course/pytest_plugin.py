@@ -27,14 +27,10 @@
 
 from __future__ import annotations
 
-import faulthandler
 import json
 import os
-import signal
 import sys
-import threading
 import time
-import types
 from dataclasses import replace
 from pathlib import Path
 
@@ -42,18 +38,19 @@ import pytest
 
 from course import answers, loader
 from course.cuda import has_cuda
+from course.guard import GUARD_HOOK, TAMPER_KEY, keep_guarded, lying_classes, replaced_helpers
 from course.results import HIDDEN_DIR, META, RAN, Crash, TestResult, todo_line, todo_of_message
+# the per-test time limit's hooks are this plugin's: pytest finds a plugin's hooks by name
+from course.time_limit import (_REAL_STDERR, CourseTimeout, pytest_runtest_call, pytest_runtest_setup,
+                               pytest_runtest_teardown, pytest_timeout_cancel_timer, pytest_timeout_set_timer)
+
+__all__ = ["CourseTimeout", "_REAL_STDERR", "pytest_runtest_call", "pytest_runtest_setup", "pytest_runtest_teardown",
+           "pytest_timeout_cancel_timer", "pytest_timeout_set_timer", "visible_conftest"]  # and the hooks below
 
 _RESULTS_KEY = pytest.StashKey[list]()  # the TestResult of every test that ran, in order
 _ERRORS_KEY = pytest.StashKey[list]()
 _META_KEY = pytest.StashKey[dict]()  # nodeid -> TestResult of a collected test (META only)
 _RUNNING_KEY = pytest.StashKey[dict]()  # nodeid -> TestResult being assembled from its phases
-HARD_GRACE = 10.0  # seconds after the time limit before the watchdog ends the process
-
-try:  # the real stderr, saved before pytest captures fd 2: the watchdog writes here
-    _REAL_STDERR = os.fdopen(os.dup(2), "w", closefd=True)
-except OSError:  # pragma: no cover - no stderr at all
-    _REAL_STDERR = None
 
 
 def pytest_addhooks(pluginmanager) -> None:
@@ -62,8 +59,8 @@ def pytest_addhooks(pluginmanager) -> None:
     solutions). The test process runs with -B (and learners' machines often cannot write
     site-packages), so nothing rewritten is cached: rewriting hypothesis's hundred modules
     cost seconds of every `course check`. Learner code is loaded by path, never rewritten."""
-    if _HOOK not in sys.meta_path:  # before any conftest can import torch (stage 05's does)
-        sys.meta_path.insert(0, _HOOK)
+    if GUARD_HOOK not in sys.meta_path:  # before any conftest can import torch (stage 05's does)
+        sys.meta_path.insert(0, GUARD_HOOK)
     hook = getattr(pluginmanager, "rewrite_hook", None)
     must = getattr(hook, "_must_rewrite", None)
     if isinstance(must, set):
@@ -126,7 +123,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[_ERRORS_KEY] = []
     _bound_shrinking(os.environ.get("COURSE_SHRINK_SECONDS"))
     _derandomize(os.environ.get("COURSE_DERANDOMIZE"))
-    config.stash[_TAMPER_KEY] = []
+    config.stash[TAMPER_KEY] = []
 
 
 def _derandomize(flag: str | None) -> None:
@@ -142,225 +139,10 @@ def _derandomize(flag: str | None) -> None:
     settings.load_profile("course-derandomized")
 
 
-# ---- the helpers a test compares with, guarded --------------------------------------------
-# Learner code shares the test process. Before any of it loads (collection imports it), the
-# plugin keeps the comparison helpers and builtins the tests rely on; after each test it
-# checks they are still those objects. A replaced one is tampering (the grader scores the
-# stage 0; pytest and `course check` say so) and is put back.
-
-GUARDED = (
-    ("builtins", ("isinstance", "issubclass", "len", "abs", "all", "any", "sum", "min", "max", "sorted",
-                  "round", "bool", "int", "float", "str", "repr", "type", "hasattr", "getattr", "iter", "next")),
-    ("math", ("isclose", "isfinite", "isnan")),
-    ("numpy", ("allclose", "array_equal", "array_equiv", "isclose", "all", "any", "isfinite", "asarray")),
-    ("numpy.testing", ("assert_allclose", "assert_array_equal", "assert_equal", "assert_array_almost_equal",
-                       "assert_almost_equal", "assert_array_less", "assert_raises", "assert_array_max_ulp")),
-    ("torch", ("allclose", "equal", "isclose", "all", "any", "isfinite", "is_tensor")),
-    ("torch.testing", ("assert_close",)),
-    ("pytest", ("approx", "raises", "warns", "fail", "skip")),
-)
-_guarded_originals: dict[tuple[str, str], object] = {}
-_TAMPER_KEY = pytest.StashKey[list]()
-
-
-_written: list[str] = []  # guarded names assigned since the last check, even if put back since
-_watched: set[str] = set()  # the guarded modules whose attribute writes are seen
-
-
-class _WatchedModule(types.ModuleType):
-    """A guarded module's class while tests run: assigning one of its guarded names (or its
-    class) is recorded, so a helper swapped only for the length of a call is seen too."""
-
-    def __setattr__(self, name, value):
-        if name == "__class__" or (self.__name__, name) in _guarded_originals:
-            _written.append(f"{self.__name__}.{name}")
-        super().__setattr__(name, value)
-
-    def __delattr__(self, name):
-        if (self.__name__, name) in _guarded_originals:
-            _written.append(f"{self.__name__}.{name}")
-        super().__delattr__(name)
-
-
-# Modules too slow to import for a test that does not need them (torch: seconds): they are
-# guarded when they are first imported (by a test, a fixture or the learner's code), from an
-# import hook that runs the moment the module's own code has finished, before the importer
-# (learner code included) gets the module back. A guarded module present without having been
-# kept (imported around the hook) is tampering too.
-LATE = ("torch", "torch.testing")
-_LATE_PREFIX = tuple(m.split(".")[0] for m in LATE)
-
-
-def _keep(mod: str, m: types.ModuleType) -> None:
-    names = dict(GUARDED)[mod]
-    for name in names:
-        if name in m.__dict__:
-            _guarded_originals.setdefault((mod, name), m.__dict__[name])
-    if type(m) is types.ModuleType:
-        try:
-            m.__class__ = _WatchedModule
-            _watched.add(mod)
-        except TypeError:
-            pass
-    _kept.add(mod)
-
-
-_kept: set[str] = set()  # the guarded modules whose originals are kept
-
-
-def _keep_loaded_late() -> None:
-    for mod in LATE:
-        m = sys.modules.get(mod)
-        if m is not None and mod not in _kept and isinstance(m, types.ModuleType):
-            _keep(mod, m)
-
-
-class _KeepAfterExec:
-    """The loader of a late-guarded module, wrapped: its helpers are kept once it has run."""
-
-    def __init__(self, inner, name: str):
-        self._inner, self._name = inner, name
-
-    def create_module(self, spec):
-        return self._inner.create_module(spec)
-
-    def exec_module(self, module):
-        self._inner.exec_module(module)
-        if self._name not in _kept:  # this module only: its parent may still be initialising
-            _keep(self._name, module)
-
-    def __getattr__(self, name):  # get_resource_reader, is_package, get_source, ...
-        return getattr(self._inner, name)
-
-
-class _GuardOnImport:
-    """A meta path finder that only wraps the loaders of the LATE modules (and finds nothing
-    itself), so `import torch` keeps torch's helpers before anyone can replace them."""
-
-    def find_spec(self, fullname, path=None, target=None):
-        if fullname not in LATE or fullname in _kept:
-            return None
-        import importlib.machinery
-
-        for finder in sys.meta_path:
-            if finder is self or not hasattr(finder, "find_spec"):
-                continue
-            spec = finder.find_spec(fullname, path, target)
-            if spec is not None:
-                if spec.loader is not None and hasattr(spec.loader, "exec_module"):
-                    spec.loader = _KeepAfterExec(spec.loader, fullname)
-                return spec
-        return None
-
-
-_HOOK = _GuardOnImport()
-
-
-def _keep_guarded() -> None:
-    import importlib
-    import importlib.util
-
-    for mod, _names in GUARDED:
-        if mod in LATE:
-            continue
-        try:
-            if mod not in sys.modules and importlib.util.find_spec(mod.split(".")[0]) is None:
-                continue
-            m = importlib.import_module(mod)
-        except Exception:
-            continue
-        _keep(mod, m)
-    _keep_loaded_late()
-    if _HOOK not in sys.meta_path:
-        sys.meta_path.insert(0, _HOOK)
-
-
-def _unkept_late() -> list[str]:
-    """LATE modules loaded without passing the hook (the learner removed it or loaded the
-    module by hand): their helpers were never kept, so that is reported as tampering."""
-    if not _kept and _HOOK not in sys.meta_path:
-        return []  # the guard was never set up (not a test session)
-    out = []
-    for mod in LATE:
-        if mod in sys.modules and mod not in _kept:
-            out.append(f"{mod} (imported around the course's import guard)")
-            m = sys.modules[mod]
-            if isinstance(m, types.ModuleType):
-                _keep(mod, m)
-    if _HOOK not in sys.meta_path:
-        out.append("sys.meta_path (the course's import guard removed)")
-        sys.meta_path.insert(0, _HOOK)
-    return out
-
-
-def replaced_helpers() -> list[str]:
-    """The guarded helpers that are no longer the originals, or were assigned at all since
-    the last check (each is put back), and learner-defined classes that can lie in a comparison."""
-    out = list(dict.fromkeys(_written))
-    _written.clear()
-    out += _unkept_late()
-    for (mod, name), orig in _guarded_originals.items():
-        m = sys.modules.get(mod)
-        if m is None:
-            continue
-        try:
-            if mod in _watched and type(m) is not _WatchedModule:
-                out.append(f"{mod}.__class__")
-                types.ModuleType.__setattr__(m, "__class__", _WatchedModule)
-            now = m.__dict__.get(name, None)
-            if now is not orig:
-                out.append(f"{mod}.{name}")
-                m.__dict__[name] = orig
-        except Exception:  # a module whose attributes cannot be read or set: report it
-            out.append(f"{mod}.{name}")
-    return list(dict.fromkeys(out + lying_classes()))
-
-
-# comparison, truth and array-protocol hooks: a learner's subclass of an array or number
-# type that defines one can make a test's comparison agree with anything
-_LYING_HOOKS = ("__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__", "__bool__", "__array_ufunc__",
-                "__array_function__", "__array_wrap__", "__array_priority__", "__torch_function__",
-                "__torch_dispatch__", "__float__", "__index__", "__int__")
-
-
-def lying_classes() -> list[str]:
-    """Subclasses of numpy's arrays and scalars, torch.Tensor and the builtin numbers,
-    strings and containers that the learner's package defines with their own comparison or
-    array hooks (a learner's class is one whose module is `course_student.*`)."""
-    if not any(k.startswith("course_student.") for k in sys.modules):
-        return []
-    bases: list[type] = [float, int, complex, str, bytes, tuple, list, dict, set, frozenset]
-    np_ = sys.modules.get("numpy")
-    if np_ is not None:
-        bases += [np_.ndarray, np_.generic]
-    torch = sys.modules.get("torch")
-    if torch is not None:
-        bases.append(torch.Tensor)
-    out, seen, todo = [], set(), list(bases)
-    while todo and len(seen) < 100_000:
-        cls = todo.pop()
-        try:
-            subs = type.__subclasses__(cls)
-        except TypeError:
-            continue
-        for sub in subs:
-            if id(sub) in seen:
-                continue
-            seen.add(id(sub))
-            todo.append(sub)
-            mod = type.__getattribute__(sub, "__module__") if isinstance(sub, type) else ""
-            if isinstance(mod, str) and mod.startswith("course_student"):
-                hooks = [h for h in _LYING_HOOKS if h in type.__getattribute__(sub, "__dict__")]
-                if hooks:
-                    out.append(f"{mod}.{sub.__qualname__} (a subclass of {cls.__qualname__} "
-                               f"defining {', '.join(hooks[:3])})")
-    return out
-
-
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection(session: pytest.Session) -> None:
     _refuse_additions(session.config)  # before anything is collected: `course grade` refuses them too
-    _keep_guarded()  # before the test modules import the learner's code
+    keep_guarded()  # before the test modules import the learner's code
 
 
 def _refuse_additions(config: pytest.Config) -> None:
@@ -632,7 +414,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
     line = terminal_summary(config.stash.get(_RESULTS_KEY, []))
     if line:
         terminalreporter.write_line(f"course: {line}")
-    for nodeid, swapped in config.stash.get(_TAMPER_KEY, [])[:5]:
+    for nodeid, swapped in config.stash.get(TAMPER_KEY, [])[:5]:
         terminalreporter.write_line(f"course: TAMPERING: {', '.join(swapped[:5])} replaced during {nodeid}; "
                                     "the grader scores this stage 0", red=True)
 
@@ -649,112 +431,17 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             "exitstatus": int(exitstatus),
             "results": [r.to_dict() for r in results],
             "errors": session.config.stash.get(_ERRORS_KEY, []),
-            "tampering": [{"nodeid": n, "replaced": w} for n, w in session.config.stash.get(_TAMPER_KEY, [])],
+            "tampering": [{"nodeid": n, "replaced": w} for n, w in session.config.stash.get(TAMPER_KEY, [])],
         }, indent=1), encoding="utf-8")
     # Remember the learner's latest results for `course status` (never for the solution runs).
     if (loader.current_impl() == "student" and results and not os.environ.get("COURSE_NO_RECORD")
-            and not session.config.stash.get(_TAMPER_KEY, [])):
+            and not session.config.stash.get(TAMPER_KEY, [])):
         try:
             from course.progress import record
 
             record(results)
         except Exception:  # progress is a convenience; it must never break a test run
             pass
-
-
-# ---- the per-test time limit (enforced for pytest-timeout) ---------------------------
-
-class CourseTimeout(BaseException):
-    """Raised by the per-test alarm. A BaseException, so that neither the learner's
-    `except Exception` nor Hypothesis (which catches failures to shrink and replay them)
-    can swallow it and run the hanging code again without a timer."""
-
-
-_in_phase = False  # inside a test's setup, call or teardown (not pytest's own reporting)
-
-
-_timer: dict = {}  # the running test's timer: start, base limit, slowdown
-
-
-def _on_alarm(signum, frame):
-    from course.runner import machine_slowdown, timeout_message
-
-    if not _in_phase:
-        # The alarm came while pytest itself was between phases (making or logging a
-        # report): an exception there would crash the whole session (INTERNALERROR).
-        # Fire again shortly, inside the next phase, or never if the test is done.
-        signal.setitimer(signal.ITIMER_REAL, 0.05)
-        return
-    start, base, slow = _timer["start"], _timer["base"], _timer["slow"]
-    now = machine_slowdown()  # the machine may have got busier since the test started
-    remaining = start + base * now.factor - time.monotonic()
-    if now.factor > slow.factor and remaining > 0.05:
-        _timer["slow"] = now
-        _arm(remaining)
-        return
-    raise CourseTimeout(timeout_message(time.monotonic() - start, base, slow))
-
-
-def _arm(seconds: float) -> None:
-    if threading.current_thread() is threading.main_thread() and hasattr(signal, "setitimer"):
-        signal.signal(signal.SIGALRM, _on_alarm)
-        signal.setitimer(signal.ITIMER_REAL, seconds)
-    if _REAL_STDERR is not None:
-        try:
-            faulthandler.dump_traceback_later(seconds + HARD_GRACE, exit=True, file=_REAL_STDERR)
-        except (OSError, ValueError):
-            pass
-
-
-def _in_test_phase():
-    global _in_phase
-    _in_phase = True
-    try:
-        return (yield)
-    finally:
-        _in_phase = False
-
-
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_setup(item: pytest.Item):
-    return (yield from _in_test_phase())
-
-
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_call(item: pytest.Item):
-    return (yield from _in_test_phase())
-
-
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_teardown(item: pytest.Item, nextitem):
-    return (yield from _in_test_phase())
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_timeout_set_timer(item: pytest.Item, settings) -> bool:
-    """Arm the alarm (a Python-level loop fails this one test) and a watchdog thread in C
-    (faulthandler) that ends the process HARD_GRACE s later if the alarm could not be
-    delivered (a loop inside C code). The parent of a grading run kills it even then.
-
-    The limit is `--timeout` (ini `timeout`, a test's `timeout` marker) times the machine's
-    slowdown (`course.runner.machine_slowdown`: CPU speed measured once, load average per
-    CPU), re-measured when the alarm fires: correct code on a busy machine is not timed out."""
-    from course.runner import machine_slowdown
-
-    base = float(settings.timeout)
-    slow = machine_slowdown(measure=not _timer)  # the CPU speed once a process, then the load
-    _timer.update(start=time.monotonic(), base=base, slow=slow)
-    _arm(base * slow.factor)
-    return True
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_timeout_cancel_timer(item: pytest.Item) -> bool:
-    if hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread():
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, signal.SIG_DFL)
-    faulthandler.cancel_dump_traceback_later()
-    return True
 
 
 # ---- the event stream read by the grading parent -------------------------------------
@@ -857,7 +544,7 @@ def pytest_runtest_logfinish(nodeid: str, location) -> None:
     r.duration = round(r.duration, 4)
     swapped = replaced_helpers()
     if swapped:
-        _current_config.stash[_TAMPER_KEY].append((nodeid, swapped))
+        _current_config.stash[TAMPER_KEY].append((nodeid, swapped))
         _emit({"ev": "tamper", "nodeid": nodeid, "replaced": swapped[:10]})
         if r.outcome == "passed":
             r = replace(r, outcome="failed", message=f"tampering: {', '.join(swapped[:3])} replaced during the test")

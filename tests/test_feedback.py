@@ -405,7 +405,8 @@ def test_the_picker_prefers_a_rule_and_names_the_exercise_whose_code_failed(tmp_
     st = manifest.stage("01")
     failed = TestResult("01_autograd/tests/t.py::test_matmul_grad", exercise="1.4", outcome="failed",
                         message=f"01_autograd/autograd/{path.name}:{line}: ValueError: shapes differ")
-    lines, _ = feedback.check_lines(st, [failed], [], only="1.4", known={e.id: "done" for e in st.exercises})
+    lines, _ = feedback.check_lines(st, [failed], [], only="1.4", known={e.id: "done" for e in st.exercises},
+                                    locate=progress.exercise_at)
     text = " ".join(" ".join(lines).split())
     assert "1.4's test failed in code of 1.1: test_matmul_grad:" in text, lines
     assert "blocked by" not in text, lines
