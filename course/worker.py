@@ -20,7 +20,8 @@ environment; `course check` from a terminal or a notebook starts one after its r
 background, where it imports for a few seconds), so the next check finds it warm.
 `COURSE_WORKER=0` turns it off. It exits after `COURSE_WORKER_IDLE` seconds (default 900)
 without a request. Its socket lives in a directory only this user can enter
-(`COURSE_WORKER_DIR`, default `$TMPDIR/course-worker-UID`), named by a hash of the
+(`COURSE_WORKER_DIR`, default `$TMPDIR/course-worker-UID`; at most 95 bytes of path with the
+socket's name), named by a hash of the
 interpreter, the installed packages' folder, this file and the environment (less COURSE_*),
 so a worker started before a `pip install` or with other settings is never used.
 
@@ -93,8 +94,18 @@ def mode() -> str:
     return "off" if v in ("0", "off", "no", "false") else "on" if v in ("1", "on", "yes", "true") else "auto"
 
 
+# A Unix socket's path has at most 107 bytes (sun_path); the worker binds a name 11 bytes
+# longer first. A directory too deep for that (a long COURSE_WORKER_DIR) means no worker.
+_MAX_PATH = 107 - len(".4194304.tmp")
+
+
 def socket_path(env: dict) -> str:
     return os.path.join(_dir(), f"w-{_key(env)}.sock")
+
+
+def _usable(path: str) -> bool:
+    """A socket path a worker can listen on, in a directory only this user can enter."""
+    return len(os.fsencode(path)) <= _MAX_PATH and _safe_dir(os.path.dirname(path))
 
 
 def _account(cpu: float) -> None:
@@ -162,7 +173,7 @@ def spawn(argv: list[str], *, cwd, env: dict, stdout: int, pass_fd: int, bytecod
     is running for this interpreter and `env` (the caller then starts a plain process).
     `argv` is pytest's arguments; `pass_fd` keeps its number in the child."""
     path = socket_path(env)
-    if mode() == "off" or not os.path.exists(path) or not _safe_dir(os.path.dirname(path)):
+    if mode() == "off" or not os.path.exists(path) or not _usable(path):
         return None
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
@@ -206,8 +217,8 @@ def ensure_started(env: dict, *, interactive: bool = False) -> subprocess.Popen 
     if m == "off" or (m == "auto" and (not interactive or "PYTEST_VERSION" in os.environ)):
         return None  # (never on its own inside a pytest session: the maintainers' suite, nbval's kernels)
     path = socket_path(env)
-    if not _safe_dir(os.path.dirname(path)) or os.path.exists(path):
-        return None
+    if not _usable(path) or os.path.exists(path):
+        return None  # (a path too long to bind: no worker, every check starts a plain process)
     lock = path + ".starting"
     try:
         if time.time() - os.stat(lock).st_mtime < START_S:

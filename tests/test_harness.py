@@ -363,7 +363,17 @@ def test_the_warm_worker_grades_as_a_plain_child(tmp_path, monkeypatch):
     (tmp_path / "tests").mkdir()
     (tmp_path / "tests" / "test_w.py").write_text(IN_THE_WORKER)
     monkeypatch.setenv("COURSE_SLOWDOWN", "1")
-    monkeypatch.setenv("COURSE_WORKER_DIR", str(tmp_path / "w"))
+    import shutil
+    import tempfile
+
+    # a socket's path has at most 107 bytes: pytest's tmp_path under xdist is too deep for one
+    # (CI's run: the worker could not bind and the test waited its 240 s); a deep folder means
+    # no worker, never a wait
+    monkeypatch.setenv("COURSE_WORKER", "1")
+    monkeypatch.setenv("COURSE_WORKER_DIR", str(tmp_path / ("deep" * 20)))
+    assert worker.ensure_started(dict(os.environ)) is None
+    sockets = tempfile.mkdtemp(prefix="cw-")
+    monkeypatch.setenv("COURSE_WORKER_DIR", sockets)
     monkeypatch.setenv("WHERE_FILE", str(tmp_path / "where.txt"))
 
     def outcomes(run):
@@ -384,6 +394,7 @@ def test_the_warm_worker_grades_as_a_plain_child(tmp_path, monkeypatch):
                          cache_bytecode=True)
     finally:
         worker.stop(env)
+        shutil.rmtree(sockets, ignore_errors=True)
     parent, args = (tmp_path / "where.txt").read_text().splitlines()
     assert "course/worker.py" in parent and args.startswith(str(tmp_path / "tests")), (parent, args)
     assert outcomes(warm) == outcomes(plain), (outcomes(warm), outcomes(plain))
