@@ -1,10 +1,13 @@
 """Shared helpers of the course-level tests (the course itself: stubs, notebooks, grading, chain)."""
 from __future__ import annotations
 
+import copy
 import os
+import pickle
 import shutil
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -34,6 +37,128 @@ def python() -> str:
 
 def stage_params():
     return [pytest.param(st, id=st.folder) for st in existing_stages()]
+
+
+# ---- one `course grade` of each stage's stub, shared by the tests that assert on it -----------
+# tests/test_stubs_fail.py (every exercise test fails on the stub, test by test) and
+# tests/test_grade.py (the stubs score 0 under the grader, no tampering seen) used to run every
+# stage's tests on its stub twice, once each; now one grade of a stage serves both, whichever
+# xdist worker gets to it first (a file lock in the session's shared temporary folder, as
+# pytest-xdist documents for a session fixture that must run once; fcntl's here).
+
+@dataclass
+class StubGrade:
+    """`grading.grade([st], impl="student")` of the course's own stub (what `course grade
+    --impl student --stages NN` computes; the CLI only prints it)."""
+
+    entries: list  # the grader's entries for the stage
+    report: list[str]  # the instructor's lines (`course grade:` on stderr)
+    run: object  # course.results.Run: the grader's own run of the stage's visible and hidden
+    # tests on the stub, every outcome as the test process reported it (taken before the
+    # grader judged the hidden tests' answers), the grader's canaries left out
+
+
+def _grade_stub(st: manifest.Stage) -> StubGrade:
+    from course import grading, runner
+
+    real = runner.run_tests
+    seen = []
+
+    def spy(paths, impl, *args, **kw):
+        run = real(paths, impl, *args, **kw)
+        if impl == "student":  # the graded run (the reference's answers run as "solution")
+            seen.append((run, copy.deepcopy(run)))
+        return run
+
+    # every harness module that calls the runner under the name it imported
+    bound = [m for name, m in list(sys.modules.items())
+             if name.split(".")[0] == "course" and getattr(m, "run_tests", None) is real]
+    report: list[str] = []
+    for m in bound:
+        m.run_tests = spy
+    try:
+        entries = grading.grade([st], impl="student", report=report)
+    finally:
+        for m in bound:
+            m.run_tests = real
+    assert len(seen) == 1, f"stage {st.number}: the grader ran the stub {len(seen)} times"
+    final, raw = seen[0]
+    # the canaries are what the grader took out of its run before scoring
+    raw.results = {n: r for n, r in raw.results.items() if n in final.results}
+    raw.collected = {n: r for n, r in raw.collected.items() if n in final.collected}
+    return StubGrade(entries, report, raw)
+
+
+def _session_dir(tmp_path_factory) -> Path:
+    """A folder this pytest session's xdist workers share (the base temporary folder's
+    parent under xdist, the base itself without)."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+def _once(tmp_path_factory, name: str, compute, wait: bool):
+    """`compute()`'s value, computed by one worker of the session and kept (pickled) for the
+    others; None, without waiting, when another worker holds it and `wait` is false."""
+    import fcntl
+
+    folder = _session_dir(tmp_path_factory) / "course-shared"
+    folder.mkdir(exist_ok=True)
+    path = folder / f"{name}.pickle"
+    with open(folder / f"{name}.lock", "a") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+        except BlockingIOError:
+            return None  # another worker is computing it
+        try:
+            if not path.is_file():
+                tmp = path.with_suffix(".tmp")
+                tmp.write_bytes(pickle.dumps(compute()))
+                tmp.replace(path)
+            return pickle.loads(path.read_bytes())
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _each_once(stages, tmp_path_factory, prefix: str, compute) -> dict[str, object]:
+    """{stage number: compute(st)}, each once per session: the stages nobody holds first, then
+    those another worker is computing (waited for)."""
+    out: dict[str, object] = {}
+    for wait in (False, True):
+        for st in stages:
+            if st.number not in out:
+                got = _once(tmp_path_factory, f"{prefix}-{st.number}", lambda st=st: ("done", compute(st)), wait)
+                if got is not None:
+                    out[st.number] = got[1]
+    return out
+
+
+def _reference_answers(st: manifest.Stage) -> None:
+    from course import grading, reference
+    from course.sandbox import Sandbox
+
+    sandbox = Sandbox.create()
+    try:
+        reference.reference_answers(st, None, timeout=grading.DEFAULT_TEST_TIMEOUT, sandbox=sandbox)
+    finally:
+        sandbox.close()
+
+
+def record_reference_answers(stages, tmp_path_factory) -> None:
+    """The reference's answers to each stage's hidden tests, in the course's cache
+    (`.course/answers/`, which `course grade --impl student` reads before it grades a learner's
+    stage), computed by one worker of the session, not by each grade that needs them at the
+    same time. (The solutions' grade records them too, from its own run.)"""
+    _each_once(stages, tmp_path_factory, "reference-answers", _reference_answers)
+
+
+def stub_grades(stages, tmp_path_factory) -> dict[str, StubGrade]:
+    """{stage number: StubGrade}, each stage graded once per session (whichever worker gets
+    to it first; a stage another worker is grading is waited for last)."""
+    def grade(st: manifest.Stage) -> StubGrade:
+        record_reference_answers([st], tmp_path_factory)
+        return _grade_stub(st)
+
+    return _each_once(stages, tmp_path_factory, "stub-grade", grade)
 
 
 SECRET = "held-out case 7f3a9c: broadcasting a row against a column"

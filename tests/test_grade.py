@@ -13,7 +13,7 @@ import time
 import pytest
 
 from course import cuda, grading, manifest
-from tests.helpers import existing_stages, run, small_course
+from tests.helpers import existing_stages, run, small_course, stub_grades
 
 
 def _grade(tmp_path, impl: str, *extra: str, env=None):
@@ -59,22 +59,29 @@ def test_solutions_score_full_marks(tmp_path):
                        for t in res["tests"]), f"stage {st.number}'s hidden tests were not graded"
 
 
-# The stubs' grade covers the stages whose stub tests fail fast. That every exercise test of
-# EVERY stage fails on its stub is tests/test_stubs_fail.py's claim, test by test; what this
-# adds is the grader's scoring of those failures (the same code for every stage), here with
-# visible and hidden tests and the reference's recorded answers. Stages 03, 06 and 07 are
-# left out for time: their stub runs wait on training, kernels and server processes (stage
-# 07's stub grade alone took 138 s, at load 3).
-STUB_GRADE_STAGES = ("01", "02", "04", "05", "08")
-
-
+# The stubs' grade of every stage: `grading.grade(..., impl="student")`, what `course grade
+# --impl student` computes (the CLI's printing and files: test_solutions_score_full_marks and
+# the small course's tests below), one stage at a time. Each stage's grade is shared with
+# tests/test_stubs_fail.py (tests/helpers.py's `stub_grades`), which asserts, test by test, that
+# every exercise test of the same run fails; what this adds is the grader's scoring of those
+# failures, with visible and hidden tests and the reference's recorded answers, and that the
+# untouched stubs are not taken for tampering. Stages in reverse order: the other worker
+# (test_stubs_fail) goes forward, so the two rarely wait on the same stage.
 @pytest.mark.timeout(3600)
-def test_stubs_score_zero(tmp_path):
-    stages = [st for st in existing_stages() if st.number in STUB_GRADE_STAGES]
-    res, proc = _grade(tmp_path, "student", "--stages", ",".join(st.number for st in stages))
+def test_stubs_score_zero(tmp_path_factory):
+    from course import report
+
+    stages = existing_stages()
+    grades = stub_grades(stages[::-1], tmp_path_factory)
+    entries = [e for st in stages for e in grades[st.number].entries]
+    lines = [ln for st in stages for ln in grades[st.number].report]
+    assert "total" in report.console_table(entries)
+    assert report.markdown_summary(entries, report=lines).startswith("## Course grade:")
+    res = json.loads(report.dump_json(entries))
     _check_gradescope_shape(res)
-    assert res["score"] == 0
-    assert "TAMPERING" not in proc.stderr, proc.stderr
+    assert res["score"] == 0, [(t["name"], t["score"]) for t in res["tests"] if t["score"]]
+    tampering = [ln for ln in lines if "TAMPERING" in ln]
+    assert not tampering, tampering
     visible = [t for t in res["tests"] if t["visibility"] == "visible"]
     assert sum(t["max_score"] for t in visible) == _max(stages)
 

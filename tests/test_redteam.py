@@ -524,10 +524,13 @@ def _grade_real(tmp_path: Path, stages: str, sub: Path):
 
 
 @pytest.mark.timeout(1800)
-def test_the_always_equal_attack_scores_zero_or_is_flagged_on_every_stage(tmp_path):
-    from tests.helpers import existing_stages
+def test_the_always_equal_attack_scores_zero_or_is_flagged_on_every_stage(tmp_path, tmp_path_factory):
+    from tests.helpers import existing_stages, record_reference_answers
 
     stages = existing_stages()
+    # the grade reads the reference's answers from the course's cache: recorded once a session
+    # (tests/helpers.py), not again by each grade that needs them while another computes them
+    record_reference_answers(stages, tmp_path_factory)
     _attack_every_package(tmp_path / "sub", REAL_ATTACKS["always-equal-and-patched-helpers"], stages)
     res, proc = _grade_real(tmp_path, ",".join(st.number for st in stages), tmp_path / "sub")
     for st in stages:
@@ -538,9 +541,11 @@ def test_the_always_equal_attack_scores_zero_or_is_flagged_on_every_stage(tmp_pa
 
 @pytest.mark.timeout(900)
 @pytest.mark.parametrize("attack", [a for a in REAL_ATTACKS if a != "always-equal-and-patched-helpers"])
-def test_the_variants_are_flagged_on_stage_04(tmp_path, attack):
+def test_the_variants_are_flagged_on_stage_04(tmp_path, tmp_path_factory, attack):
     from course import manifest
+    from tests.helpers import record_reference_answers
 
+    record_reference_answers([manifest.stage("04")], tmp_path_factory)
     _attack_every_package(tmp_path / "sub", REAL_ATTACKS[attack], [manifest.stage("04")])
     res, proc = _grade_real(tmp_path, "04", tmp_path / "sub")
     assert res["score"] == 0, res

@@ -1,17 +1,20 @@
 """Run against the stubs, every exercise test of every stage fails, visible and hidden: a
 test that passes on a stub asserts nothing. And the learner sees each unfilled exercise as
-one TODO line."""
+one TODO line. The run is the grader's own (`course grade --impl student` of the stage, in its
+trusted workspace: tests/helpers.py's `stub_grades`), shared with tests/test_grade.py's
+test_stubs_score_zero, which asserts the grade of the same run."""
 from __future__ import annotations
 
 import pytest
 
-from course import grading, manifest
-from tests.helpers import stage_params
+from course import manifest
+from tests.helpers import stage_params, stub_grades
 
 
 @pytest.mark.parametrize("st", stage_params())
-def test_every_exercise_test_fails_on_the_stub(st: manifest.Stage):
-    run = grading.run_pytest(grading.stage_test_paths(st, hidden=True), "student", timeout=60, hidden=True)
+@pytest.mark.timeout(1800)  # the stage's grade: its reference answers and the stub's run
+def test_every_exercise_test_fails_on_the_stub(st: manifest.Stage, tmp_path_factory):
+    run = stub_grades([st], tmp_path_factory)[st.number].run
     assert not run.errors, f"stage {st.number} did not run cleanly on its stub: {run.errors}"
     ex_results = [r for r in run.in_order() if r.exercise]
     assert ex_results, f"no exercise test of stage {st.number} ran"
