@@ -24,7 +24,8 @@ from __future__ import annotations
 
 import base64
 import math
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 

@@ -31,6 +31,7 @@ import time
 from course import layout, manifest
 from course.loader import IMPLS, current_impl, load, root, set_impl
 
+
 def _stages(arg: str | None) -> list[manifest.Stage]:
     if not arg:
         return list(manifest.STAGES)
@@ -153,7 +154,7 @@ def _check_verdict(st, ex, impl, run, done, took, tampered) -> int:
             verdict = "done"
         elif done == 1:  # its tests that ran pass: something around them went wrong (above)
             verdict = "passes the tests that ran, but some could not run (see above),"
-        elif later := feedback.waits_only_for_later(st, ex.id, run.results):  # go on with the lesson
+        elif feedback.waits_only_for_later(st, ex.id, run.results):  # go on with the lesson
             verdict = "passes every test that does not wait for a later exercise (above): go on,"
         else:
             verdict, more = "not done yet", f" Stuck? `course hint {ex.id}`."
@@ -307,8 +308,7 @@ def cmd_status(args) -> int:
 def cmd_grade(args) -> int:
     from pathlib import Path
 
-    from course import grading
-    from course import report
+    from course import grading, report
 
     def refuse(msg: str) -> int:
         print(f"error: {msg}", file=sys.stderr)
@@ -592,7 +592,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the learner's repository: only its stub files (NN_stage/<module>.py) are graded, "
                         "in a fresh copy of this course")
     s.add_argument("--hidden", default=None, metavar="DIR",
-                   help="extra hidden tests, laid out as NN_stage/hidden_tests/ (what `course release --hidden` writes)")
+                   help="extra hidden tests, laid out as NN_stage/hidden_tests/ "
+                        "(what `course release --hidden` writes)")
     s.add_argument("--json", default=None, metavar="FILE", help="write Gradescope results.json")
     s.add_argument("--summary", default=None, metavar="FILE", help="write a Markdown summary")
     s.add_argument("--timeout", type=_seconds, default=60,
@@ -629,12 +630,14 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(fn=cmd_bench)
 
     s = sub.add_parser("profile", help="profile the stack on the default model; write a Markdown report (stage 08)")
-    s.add_argument("--stages", default=None, help="report sections: timers,ops,memory,sweep,roofline,latency (default: all)")
+    s.add_argument("--stages", default=None,
+                   help="report sections: timers,ops,memory,sweep,roofline,latency (default: all)")
     s.add_argument("--out", default="profile-report", metavar="DIR", help="report folder (default: profile-report)")
     s.add_argument("--quick", action="store_true", help="fewer batch sizes and repeats (seconds, not a minute)")
     _add_device_arguments(s)
     s.add_argument("--threads", type=int, default=None,
-                   help="torch threads (default 1: on a shared CPU two threads measured noisier; 08_profiling/README.md)")
+                   help="torch threads (default 1: on a shared CPU two threads measured noisier; "
+                        "08_profiling/README.md)")
     s.set_defaults(fn=cmd_profile)
 
     s = sub.add_parser("eval", help="evaluate a model (per-source bits/byte, line completion); with --against, "

@@ -36,8 +36,7 @@ from pathlib import Path
 
 from course import layout, manifest
 from course.loader import root
-from course.results import Crash, TestResult, as_results
-from course.results import todo_line as _todo_line
+from course.results import Crash, TestResult, as_results, todo_line as _todo_line
 
 MAX_MESSAGE = 300  # characters of a one-line failure message
 _DUMP = re.compile(r"^\s*(ACTUAL|DESIRED|x|y):\s")  # the arrays np.testing prints in full

@@ -43,11 +43,18 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from solutions.fileio import write_text_atomic as write_atomic
-
 from course import manifest
-from course.integrity import (drop_canaries, localise, marked_functions, redact, run_problems,
-                              site_packages_changes, site_packages_state, static_checks, uncollected_failures)
+from course.integrity import (
+    drop_canaries,
+    localise,
+    marked_functions,
+    redact,
+    run_problems,
+    site_packages_changes,
+    site_packages_state,
+    static_checks,
+    uncollected_failures,
+)
 from course.loader import root
 from course.reference import Reference, judge_answers, own_reference, reference_answers
 from course.report import check_writable, console_table, dump_json, gradescope_json, markdown_summary
@@ -57,6 +64,7 @@ from course.sandbox import Sandbox
 from course.scoring import Entry, Score, grade_stage, score_exercise
 from course.submission import graded_texts, hints_used, refused_additions
 from course.workspace import Workspace, build_workspace, child_env
+from solutions.fileio import write_text_atomic as write_atomic
 
 __all__ = ["DEFAULT_TEST_TIMEOUT", "Entry", "GradeInputError", "Reference", "Run", "Score", "StageGrade",
            "check_writable", "console_table", "dump_json", "gradeable", "grade", "grade_one", "grade_stage",

@@ -109,7 +109,6 @@ class _GuardOnImport:
     def find_spec(self, fullname, path=None, target=None):
         if fullname not in LATE or fullname in _kept:
             return None
-        import importlib.machinery
 
         for finder in sys.meta_path:
             if finder is self or not hasattr(finder, "find_spec"):

@@ -32,9 +32,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from course import feedback, layout, manifest
-from course.scoring import score_exercise
 from course.loader import root
 from course.results import TestResult, as_results, has_hole
+from course.scoring import score_exercise
 
 GIVEN_KEY = "_given"  # {stage number: {"passed": n, "failed": n, "skipped": n, "module_hash": h}}
 

@@ -38,11 +38,19 @@ import pytest
 
 from course import answers, loader
 from course.cuda import has_cuda
-from course.guard import GUARD_HOOK, TAMPER_KEY, keep_guarded, lying_classes, replaced_helpers
+from course.guard import GUARD_HOOK, TAMPER_KEY, keep_guarded, replaced_helpers
 from course.results import HIDDEN_DIR, META, RAN, Crash, TestResult, todo_line, todo_of_message
+
 # the per-test time limit's hooks are this plugin's: pytest finds a plugin's hooks by name
-from course.time_limit import (_REAL_STDERR, CourseTimeout, pytest_runtest_call, pytest_runtest_setup,
-                               pytest_runtest_teardown, pytest_timeout_cancel_timer, pytest_timeout_set_timer)
+from course.time_limit import (
+    _REAL_STDERR,
+    CourseTimeout,
+    pytest_runtest_call,
+    pytest_runtest_setup,
+    pytest_runtest_teardown,
+    pytest_timeout_cancel_timer,
+    pytest_timeout_set_timer,
+)
 
 __all__ = ["CourseTimeout", "_REAL_STDERR", "pytest_runtest_call", "pytest_runtest_setup", "pytest_runtest_teardown",
            "pytest_timeout_cancel_timer", "pytest_timeout_set_timer", "visible_conftest"]  # and the hooks below

@@ -16,14 +16,13 @@ from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 
-from solutions.fileio import write_text_atomic
-
 from course import manifest
 from course.loader import root
 from course.results import HIDDEN_DIR, Run, TestResult
 from course.runner import run_tests
 from course.sandbox import Sandbox
 from course.workspace import build_workspace, child_env
+from solutions.fileio import write_text_atomic
 
 
 @dataclass

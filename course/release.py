@@ -400,7 +400,8 @@ def learner_readme(released: list[manifest.Stage], last: manifest.Stage, extras:
         "```bash",
         "make install && source .venv/bin/activate",
         "course status                      # the stages here, your points, the next exercise",
-        f"course check {ex.id}                   # exercise {ex.id}'s tests alone: one line, the failure that says most",
+        f"course check {ex.id}                   "
+        f"# exercise {ex.id}'s tests alone: one line, the failure that says most",
         f"course hint {ex.id}                    # stuck? the next hint (the hints you use are recorded)",
         f"course check {last.number}                    # the whole stage, one line per exercise",
         f"pytest {last.folder} --exercise {ex.id}   # exercise {ex.id}'s tests with full tracebacks",

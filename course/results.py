@@ -109,7 +109,7 @@ class TestResult:
         return d if keys is None else {k: d[k] for k in keys}
 
     @classmethod
-    def from_dict(cls, d: dict) -> "TestResult":
+    def from_dict(cls, d: dict) -> TestResult:
         """From JSON (ours, an older version's or a forged one); ValueError without a nodeid."""
         if not isinstance(d, dict) or not isinstance(d.get("nodeid"), str):
             raise ValueError(f"not a test result: {str(d)[:80]}")

@@ -28,7 +28,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 
 from course import worker
@@ -134,7 +134,8 @@ def _one_process(run: Run, paths, impl, *, root, timeout, sandbox, env, hidden, 
                  done_file, log_path, outputs) -> bool:
     """One child process. True when its session finished (nothing left to resume)."""
     r, w = os.pipe()
-    cmd = [sys.executable, "-I", *([] if cache_bytecode else ["-B"]), "-m", "pytest", *map(str, paths), f"--impl={impl}",
+    bytecode = [] if cache_bytecode else ["-B"]
+    cmd = [sys.executable, "-I", *bytecode, "-m", "pytest", *map(str, paths), f"--impl={impl}",
            f"--course-events-fd={w}", f"--course-done={done_file}", f"--timeout={timeout:g}",
            "-q", "-rN", "--no-header", *UNUSED_PLUGINS, f"--rootdir={root}",
            f"--confcutdir={root}"]
@@ -384,6 +385,7 @@ class _Reader:
         elif kind == "tamper":
             run.tampered = True
             replaced = ev.get("replaced") if isinstance(ev.get("replaced"), list) else ["?"]
-            self._anomaly(f"{', '.join(str(x)[:60] for x in replaced[:5])} replaced during {str(ev.get('nodeid'))[:200]}")
+            names = ", ".join(str(x)[:60] for x in replaced[:5])
+            self._anomaly(f"{names} replaced during {str(ev.get('nodeid'))[:200]}")
         else:
             self._anomaly(f"an unknown event {kind!r}")

@@ -123,7 +123,7 @@ class Sandbox:
     _base: tempfile.TemporaryDirectory | None = None
 
     @classmethod
-    def create(cls, unprivileged: bool = True) -> "Sandbox":
+    def create(cls, unprivileged: bool = True) -> Sandbox:
         sb = cls()
         sb.subreaper = set_subreaper()
         if unprivileged and hasattr(os, "geteuid") and os.geteuid() == 0:

@@ -296,7 +296,8 @@ def check_all(only: list[str] | None = None) -> list[str]:
         have = path.read_text(encoding="utf-8")
         if have != text:
             diff = "".join(
-                list(difflib.unified_diff(have.splitlines(True), text.splitlines(True), str(rel), "generated", n=1))[:20]
+                list(difflib.unified_diff(have.splitlines(True), text.splitlines(True), str(rel), "generated",
+                                          n=1))[:20]
             )
             problems.append(f"{rel} differs from what `course stubs --write` generates:\n{diff}")
     for p in _stale(only):

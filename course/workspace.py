@@ -131,7 +131,8 @@ def build_workspace(st: manifest.Stage, stub_texts: dict[str, str] | None, hidde
     files = sorted(p.relative_to(ws) for d in ("tests", HIDDEN_DIR) for p in (ws / st.folder / d).rglob("test_*.py")
                    if (ws / st.folder / d).is_dir())
     hdir = ws / st.folder / HIDDEN_DIR
-    hidden_sources = [p.read_text(encoding="utf-8", errors="replace") for p in (hdir.rglob("*.py") if hdir.is_dir() else [])
+    hidden_files = hdir.rglob("*.py") if hdir.is_dir() else []
+    hidden_sources = [p.read_text(encoding="utf-8", errors="replace") for p in hidden_files
                       if cf.split("::")[0] != str(p.relative_to(ws))]
     return Workspace(ws, st, cf, cp, files, hidden_sources)
 

@@ -28,35 +28,35 @@ class ArithmeticMixin:
 
     __slots__ = ()
 
-    def __add__(self, other: object) -> "Tensor":
+    def __add__(self, other: object) -> Tensor:
         """a + b (and `b + a` through __radd__)."""
         other = _as_operand(other, self)
         if other is None:
             return NotImplemented
         raise NotImplementedError('Exercise 1.2: Arithmetic with broadcasting — see 01_autograd.ipynb')
 
-    def __sub__(self, other: object) -> "Tensor":
+    def __sub__(self, other: object) -> Tensor:
         """a - b (and `b - a` through __rsub__)."""
         other = _as_operand(other, self)
         if other is None:
             return NotImplemented
         raise NotImplementedError('Exercise 1.2: Arithmetic with broadcasting — see 01_autograd.ipynb')
 
-    def __mul__(self, other: object) -> "Tensor":
+    def __mul__(self, other: object) -> Tensor:
         """a * b (and `b * a` through __rmul__)."""
         other = _as_operand(other, self)
         if other is None:
             return NotImplemented
         raise NotImplementedError('Exercise 1.2: Arithmetic with broadcasting — see 01_autograd.ipynb')
 
-    def __truediv__(self, other: object) -> "Tensor":
+    def __truediv__(self, other: object) -> Tensor:
         """a / b (and `b / a` through __rtruediv__)."""
         other = _as_operand(other, self)
         if other is None:
             return NotImplemented
         raise NotImplementedError('Exercise 1.2: Arithmetic with broadcasting — see 01_autograd.ipynb')
 
-    def __pow__(self, other: object) -> "Tensor":
+    def __pow__(self, other: object) -> Tensor:
         """a ** b (and `b ** a` through __rpow__); the exponent may be a tensor too.
 
         The gradients are PyTorch's, at the corners too: where b == 0, a ** b is the constant
@@ -70,26 +70,26 @@ class ArithmeticMixin:
             return NotImplemented
         raise NotImplementedError('Exercise 1.2: Arithmetic with broadcasting — see 01_autograd.ipynb')
 
-    def __neg__(self) -> "Tensor":
+    def __neg__(self) -> Tensor:
         """-a."""
         raise NotImplementedError('Exercise 1.2: Arithmetic with broadcasting — see 01_autograd.ipynb')
 
     # Reflected forms (`2 * t`, `1 - t`, `array / t`): lift the left operand, reuse the op.
-    def __radd__(self, other: object) -> "Tensor":
+    def __radd__(self, other: object) -> Tensor:
         return self.__add__(other)
 
-    def __rmul__(self, other: object) -> "Tensor":
+    def __rmul__(self, other: object) -> Tensor:
         return self.__mul__(other)
 
-    def __rsub__(self, other: object) -> "Tensor":
+    def __rsub__(self, other: object) -> Tensor:
         other = _as_operand(other, self)
         return NotImplemented if other is None else other.__sub__(self)
 
-    def __rtruediv__(self, other: object) -> "Tensor":
+    def __rtruediv__(self, other: object) -> Tensor:
         other = _as_operand(other, self)
         return NotImplemented if other is None else other.__truediv__(self)
 
-    def __rpow__(self, other: object) -> "Tensor":
+    def __rpow__(self, other: object) -> Tensor:
         other = _as_operand(other, self)
         return NotImplemented if other is None else other.__pow__(self)
 

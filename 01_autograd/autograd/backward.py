@@ -31,7 +31,7 @@ class BackwardMixin:
 
     __slots__ = ()
 
-    def backward(self, grad: "np.ndarray | Tensor | float | None" = None) -> None:
+    def backward(self, grad: np.ndarray | Tensor | float | None = None) -> None:
         """Backpropagate from this tensor into the `.grad` of every leaf it depends on.
 
         `grad`: the gradient of some final quantity with respect to this tensor (an ndarray,

@@ -5,7 +5,7 @@
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -29,7 +29,7 @@ class Linear(Module):
         raise NotImplementedError('Exercise 1.8: Linear, MLP and SGD — see 01_autograd.ipynb')
 
     def __init__(self, in_features: int, out_features: int, bias: bool = True, *,
-                 rng: "np.random.Generator | int | None" = None, dtype: "np.dtype | type" = np.float32) -> None:
+                 rng: np.random.Generator | int | None = None, dtype: np.dtype | type = np.float32) -> None:
         """Initialised as PyTorch's default: weight, then bias, uniform in +-1/sqrt(in_features)
         (each output then starts with a variance that does not grow with the fan-in), drawn
         from `np.random.default_rng(rng)`. Sizes below 1 are a ValueError."""
@@ -56,7 +56,7 @@ class MLP(Module):
     """
 
     def __init__(self, sizes: Sequence[int], activation: str = "relu", *,
-                 rng: "np.random.Generator | int | None" = None, dtype: "np.dtype | type" = np.float32) -> None:
+                 rng: np.random.Generator | int | None = None, dtype: np.dtype | type = np.float32) -> None:
         sizes = list(sizes)
         if len(sizes) < 2:
             raise ValueError(f"MLP needs at least an input and an output size, got sizes={sizes}")

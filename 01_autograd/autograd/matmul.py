@@ -20,7 +20,7 @@ class MatmulMixin:
 
     __slots__ = ()
 
-    def __matmul__(self, other: object) -> "Tensor":
+    def __matmul__(self, other: object) -> Tensor:
         """(..., n, k) @ (..., k, m) -> (..., n, m); the batch axes (...) broadcast as in NumPy.
 
         Operands as for arithmetic (a Tensor or an ndarray), both with at least 2 dimensions
@@ -38,7 +38,7 @@ class MatmulMixin:
                              f"{self.shape} and {other.shape}")
         raise NotImplementedError('Exercise 1.4: Matrix multiply, 2-D and batched — see 01_autograd.ipynb')
 
-    def __rmatmul__(self, other: object) -> "Tensor":
+    def __rmatmul__(self, other: object) -> Tensor:
         other = _as_operand(other, self)
         return NotImplemented if other is None else other.__matmul__(self)
 

@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 from .tensor import Tensor
 

@@ -20,23 +20,23 @@ class NonlinearMixin:
 
     __slots__ = ()
 
-    def exp(self) -> "Tensor":
+    def exp(self) -> Tensor:
         """e**x."""
         raise NotImplementedError('Exercise 1.6: Nonlinearities — see 01_autograd.ipynb')
 
-    def log(self) -> "Tensor":
+    def log(self) -> Tensor:
         """Natural logarithm (for x > 0)."""
         raise NotImplementedError('Exercise 1.6: Nonlinearities — see 01_autograd.ipynb')
 
-    def tanh(self) -> "Tensor":
+    def tanh(self) -> Tensor:
         """Hyperbolic tangent."""
         raise NotImplementedError('Exercise 1.6: Nonlinearities — see 01_autograd.ipynb')
 
-    def relu(self) -> "Tensor":
+    def relu(self) -> Tensor:
         """max(x, 0). Its gradient is g where x > 0 and 0 elsewhere, at x == 0 too (like PyTorch)."""
         raise NotImplementedError('Exercise 1.6: Nonlinearities — see 01_autograd.ipynb')
 
-    def sigmoid(self) -> "Tensor":
+    def sigmoid(self) -> Tensor:
         """1 / (1 + e**-x), without overflow: for any finite x (say -1000 or 1000) neither the
         forward nor the backward raises a floating-point warning (the tests run them under
         `np.errstate(all="raise")`). It saturates to exactly 0 and 1 there, with gradient 0;

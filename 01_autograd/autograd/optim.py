@@ -5,7 +5,7 @@
 
 from __future__ import annotations
 
-from typing import Iterator, Sequence
+from collections.abc import Iterator, Sequence
 
 from .tensor import Tensor
 
@@ -19,7 +19,7 @@ class SGD:
     that is not a Tensor requiring grad: TypeError (given).
     """
 
-    def __init__(self, params: "Iterator[Tensor] | Sequence[Tensor]", lr: float) -> None:
+    def __init__(self, params: Iterator[Tensor] | Sequence[Tensor], lr: float) -> None:
         self.params = list(params)
         if not self.params:
             raise ValueError("SGD got no parameters")

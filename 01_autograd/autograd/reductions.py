@@ -1,11 +1,12 @@
 # GENERATED from solutions/autograd/reductions.py by `course stubs --write`: fill in the bodies that raise NotImplementedError.
 # The lesson is 01_autograd/01_autograd.ipynb. Exercises in this file (line of each hole, then the commands):
-#   1.3 Reductions: sum, mean, max: lines 30, 41, 53; `course check 1.3`, `course hint 1.3`
+#   1.3 Reductions: sum, mean, max: lines 31, 42, 54; `course check 1.3`, `course hint 1.3`
 """Exercise 1.3: the reductions sum, mean and max, over any axes."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -24,12 +25,12 @@ class ReductionMixin:
 
     __slots__ = ()
 
-    def sum(self, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> "Tensor":
+    def sum(self, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Tensor:
         """Sum over `axis`. Each element's gradient is the gradient of the sum it went into."""
         axes = _normalize_axes(axis, self.ndim)
         raise NotImplementedError('Exercise 1.3: Reductions: sum, mean, max — see 01_autograd.ipynb')
 
-    def mean(self, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> "Tensor":
+    def mean(self, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Tensor:
         """Mean over `axis`: the sum over it divided by the number of elements summed.
 
         A mean over no elements is a ValueError (given).
@@ -40,7 +41,7 @@ class ReductionMixin:
             raise ValueError(f"mean over axis {axis} of a tensor of shape {self.shape}: no elements")
         raise NotImplementedError('Exercise 1.3: Reductions: sum, mean, max — see 01_autograd.ipynb')
 
-    def max(self, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> "Tensor":
+    def max(self, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Tensor:
         """Maximum over `axis`.
 
         The gradient goes only to the elements equal to the maximum of their slice; where k

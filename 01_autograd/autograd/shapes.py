@@ -1,11 +1,12 @@
 # GENERATED from solutions/autograd/shapes.py by `course stubs --write`: fill in the bodies that raise NotImplementedError.
 # The lesson is 01_autograd/01_autograd.ipynb. Exercises in this file (line of each hole, then the commands):
-#   1.5 Reshape, transpose and indexing: lines 30, 43, 61; `course check 1.5`, `course hint 1.5`
+#   1.5 Reshape, transpose and indexing: lines 31, 44, 62; `course check 1.5`, `course hint 1.5`
 """Exercise 1.5: reshape, transpose and indexing."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -19,7 +20,7 @@ class ShapeMixin:
 
     __slots__ = ()
 
-    def reshape(self, *shape: int | Sequence[int]) -> "Tensor":
+    def reshape(self, *shape: int | Sequence[int]) -> Tensor:
         """The same elements (C order) in a new shape: `t.reshape(2, -1)` or `t.reshape((2, -1))`.
 
         A shape with another number of elements is a ValueError naming this tensor's shape
@@ -29,7 +30,7 @@ class ShapeMixin:
             shape = tuple(shape[0])
         raise NotImplementedError('Exercise 1.5: Reshape, transpose and indexing — see 01_autograd.ipynb')
 
-    def transpose(self, *axes: int) -> "Tensor":
+    def transpose(self, *axes: int) -> Tensor:
         """Permute the axes, like `ndarray.transpose`: `t.transpose(2, 0, 1)` or with one tuple;
         negative axes count from the end; no axes reverses them. Axes that are not a
         permutation are a ValueError naming the shape (given)."""
@@ -43,11 +44,11 @@ class ShapeMixin:
         raise NotImplementedError('Exercise 1.5: Reshape, transpose and indexing — see 01_autograd.ipynb')
 
     @property
-    def T(self) -> "Tensor":
+    def T(self) -> Tensor:
         """All axes reversed; the matrix transpose for a 2-D tensor."""
         return self.transpose()
 
-    def __getitem__(self, index: object) -> "Tensor":
+    def __getitem__(self, index: object) -> Tensor:
         """NumPy indexing: ints, slices (negative steps too), None, Ellipsis, integer arrays and
         boolean masks, alone or in a tuple; the result is NumPy's `data[index]`.
 

@@ -8,7 +8,7 @@ Given code. Its operations are the exercises, written in mixin classes of their 
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -32,7 +32,7 @@ class no_grad:
     Nests: the previous mode is restored on exit.
     """
 
-    def __enter__(self) -> "no_grad":
+    def __enter__(self) -> no_grad:
         global _grad_enabled
         self._previous = _grad_enabled
         _grad_enabled = False
@@ -93,7 +93,7 @@ class Tensor(BackwardMixin, ArithmeticMixin, ReductionMixin, MatmulMixin, ShapeM
         self._backward: BackwardFn | None = None
 
     @staticmethod
-    def from_op(data: np.ndarray, parents: tuple["Tensor", ...], backward: BackwardFn) -> "Tensor":
+    def from_op(data: np.ndarray, parents: tuple[Tensor, ...], backward: BackwardFn) -> Tensor:
         """The result of an operation: `data`, computed from `parents`.
 
         `backward(g)` gets the gradient of the loss with respect to this result (shape of
@@ -152,7 +152,7 @@ class Tensor(BackwardMixin, ArithmeticMixin, ReductionMixin, MatmulMixin, ShapeM
         """The data array itself (shared, not copied)."""
         return self.data
 
-    def detach(self) -> "Tensor":
+    def detach(self) -> Tensor:
         """A tensor sharing this one's data, cut from the graph (no gradient flows back)."""
         return Tensor(self.data)
 

@@ -5,8 +5,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Sequence
 
 import numpy as np
 
@@ -83,7 +83,9 @@ def format_table(rows: dict[str, dict[str, float]],
 
     body = [[name, *(cell(s[c]) for c in columns)] for name, s in rows.items()]
     widths = [max(len(r[i]) for r in [head, *body]) for i in range(len(head))]
-    line = lambda r: "  ".join(v.ljust(w) if i == 0 else v.rjust(w) for i, (v, w) in enumerate(zip(r, widths)))
+    def line(r) -> str:
+        return "  ".join(v.ljust(w) if i == 0 else v.rjust(w) for i, (v, w) in enumerate(zip(r, widths)))
+
     return "\n".join([line(head), "  ".join("-" * w for w in widths), *map(line, body)])
 
 

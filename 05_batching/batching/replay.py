@@ -7,7 +7,7 @@ engine's clock; `ManualClock` for deterministic, simulated time. A run is a `Run
 from __future__ import annotations
 
 import time
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 from solutions.gpt import GPT
 from solutions.workload import Trace

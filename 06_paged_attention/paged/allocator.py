@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 from collections import Counter, OrderedDict
-from typing import Sequence
+from collections.abc import Sequence
 
 from solutions.checks import check_int
 from solutions.kv_cache import CacheFullError

@@ -1,7 +1,8 @@
 # GENERATED from solutions/paged/block_manager.py by `course stubs --write`: fill in the bodies that raise NotImplementedError.
 # The lesson is 06_paged_attention/06_paged_attention.ipynb. Exercises in this file (line of each hole, then the commands):
-#   6.8 The engine on paged memory: block manager, parallel sampling: lines 31, 49, 68; `course check 6.8`, `course hint 6.8`
-"""The engine's block manager (6.8): what requests cost the scheduler in whole blocks; admission from the prefix cache."""
+#   6.8 The engine on paged memory: block manager, parallel sampling: lines 32, 50, 69; `course check 6.8`, `course hint 6.8`
+"""The engine's block manager (6.8): what requests cost the scheduler in whole blocks; admission
+from the prefix cache."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 # GENERATED from solutions/paged/block_table.py by `course stubs --write`: fill in the bodies that raise NotImplementedError.
 # The lesson is 06_paged_attention/06_paged_attention.ipynb. Exercises in this file (line of each hole, then the commands):
-#   6.2 Block tables and the slot mapping: lines 18, 29, 68; `course check 6.2`, `course hint 6.2`
+#   6.2 Block tables and the slot mapping: lines 18, 29, 69; `course check 6.2`, `course hint 6.2`
 """Block tables (6.2): blocks a sequence needs, the slot of every token, growing a row's table."""
 
 from __future__ import annotations
@@ -30,7 +30,8 @@ def slot_mapping(block_tables: torch.Tensor, rows: torch.Tensor, positions: torc
 
 
 class BlockTables:
-    """The block tables of `PagedKVCache`'s rows; the cache inherits them (state: declared below, set by its `__init__`).
+    """The block tables of `PagedKVCache`'s rows; the cache inherits them (state: declared below,
+    set by its `__init__`).
 
     `tables[r]`: row r's physical blocks in logical order (a Python list: the allocator's
     view); `block_tables` (batch, max_blocks) int64 on the device: the same ids, padded with

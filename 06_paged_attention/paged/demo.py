@@ -63,7 +63,7 @@ def demo(device: str | torch.device = "cpu", dtype: torch.dtype = torch.float32)
     contiguous = runs["stage 05 contiguous"][0]
     print(f"KV memory: stage 05 reserves 8 rows x {contiguous.max_len} positions = "
           f"{8 * contiguous.max_len} tokens; the paged engines get 48 blocks x 16 = 768 tokens\n")
-    for name, (engine, result, peak, secs) in runs.items():
+    for name, (engine, _result, peak, secs) in runs.items():
         util = peak["filled"] / max(1, peak["slots"])
         line = (f"{name:>24}: {secs:5.2f} s, peak running {peak['running']}, "
                 f"allocated KV slots holding real tokens {util:4.0%}")

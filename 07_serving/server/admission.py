@@ -8,8 +8,8 @@ from __future__ import annotations
 import collections
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from solutions.checks import check_int, is_number
 from solutions.paged import blocks_needed

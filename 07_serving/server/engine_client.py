@@ -20,7 +20,8 @@ it, so that it equals the plain tuple the exercises write: 7.7's drain submits
 
 from __future__ import annotations
 
-from typing import Callable, Literal, NamedTuple, Protocol
+from collections.abc import Callable
+from typing import Literal, NamedTuple, Protocol
 
 from solutions.batching import Request
 

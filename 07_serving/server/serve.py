@@ -45,7 +45,7 @@ class ServerHandle:
             self.thread.join(5)
         return self.server.drained
 
-    def __enter__(self) -> "ServerHandle":
+    def __enter__(self) -> ServerHandle:
         return self
 
     def __exit__(self, *exc) -> None:

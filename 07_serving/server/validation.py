@@ -1,6 +1,6 @@
 # GENERATED from solutions/server/validation.py by `course stubs --write`: fill in the bodies that raise NotImplementedError.
 # The lesson is 07_serving/07_serving.ipynb. Exercises in this file (line of each hole, then the commands):
-#   7.1 The token budget: n and max_tokens against the context: line 40; `course check 7.1`, `course hint 7.1`
+#   7.1 The token budget: n and max_tokens against the context: line 50; `course check 7.1`, `course hint 7.1`
 """7.1 Request validation: what a request may cost (token_budget), then the rest of the body
 (the schema of protocol.py, the server's limits) and the 400 a refused body gets."""
 
@@ -14,8 +14,18 @@ from pydantic import ValidationError
 from solutions.checks import is_int
 from solutions.tokenizer import ByteTokenizer
 
-from .protocol import (REQUESTS, APIError, ChatCompletionRequest, ChatMessage, CompletionRequest, GenerationRequest,
-                       Limits, StreamOptions, bad, render_chat)
+from .protocol import (
+    REQUESTS,
+    APIError,
+    ChatCompletionRequest,
+    ChatMessage,
+    CompletionRequest,
+    GenerationRequest,
+    Limits,
+    StreamOptions,
+    bad,
+    render_chat,
+)
 
 
 def token_budget(body: dict, kind: str, prompt_tokens: int, limits: Limits) -> tuple[int, int]:
@@ -40,8 +50,10 @@ def token_budget(body: dict, kind: str, prompt_tokens: int, limits: Limits) -> t
     raise NotImplementedError('Exercise 7.1: The token budget: n and max_tokens against the context — see 07_serving.ipynb')
 
 
-def parse_request(body: object, kind: str, limits: Limits, tokenizer: ByteTokenizer = ByteTokenizer()
-                  ) -> GenerationRequest:
+_BYTES = ByteTokenizer()  # parse_request's default tokenizer (it holds no state)
+
+
+def parse_request(body: object, kind: str, limits: Limits, tokenizer: ByteTokenizer = _BYTES) -> GenerationRequest:
     """Validate a decoded JSON body for `kind` ("completion" or "chat"; anything else is a
     ValueError) against `limits` (given code, but for `token_budget`); return the
     GenerationRequest or raise APIError, whose `param` names the field. In this order:

@@ -25,7 +25,7 @@ class ArithmeticMixin:
 
     __slots__ = ()
 
-    def __add__(self, other: object) -> "Tensor":
+    def __add__(self, other: object) -> Tensor:
         """a + b (and `b + a` through __radd__)."""
         other = _as_operand(other, self)
         if other is None:
@@ -50,7 +50,7 @@ class ArithmeticMixin:
         return self.from_op(data, (a, b), backward)
         # END SOLUTION
 
-    def __sub__(self, other: object) -> "Tensor":
+    def __sub__(self, other: object) -> Tensor:
         """a - b (and `b - a` through __rsub__)."""
         other = _as_operand(other, self)
         if other is None:
@@ -66,7 +66,7 @@ class ArithmeticMixin:
         return self.from_op(data, (a, b), backward)
         # END SOLUTION
 
-    def __mul__(self, other: object) -> "Tensor":
+    def __mul__(self, other: object) -> Tensor:
         """a * b (and `b * a` through __rmul__)."""
         other = _as_operand(other, self)
         if other is None:
@@ -82,7 +82,7 @@ class ArithmeticMixin:
         return self.from_op(data, (a, b), backward)
         # END SOLUTION
 
-    def __truediv__(self, other: object) -> "Tensor":
+    def __truediv__(self, other: object) -> Tensor:
         """a / b (and `b / a` through __rtruediv__)."""
         other = _as_operand(other, self)
         if other is None:
@@ -102,7 +102,7 @@ class ArithmeticMixin:
         return self.from_op(data, (a, b), backward)
         # END SOLUTION
 
-    def __pow__(self, other: object) -> "Tensor":
+    def __pow__(self, other: object) -> Tensor:
         """a ** b (and `b ** a` through __rpow__); the exponent may be a tensor too.
 
         The gradients are PyTorch's, at the corners too: where b == 0, a ** b is the constant
@@ -135,28 +135,28 @@ class ArithmeticMixin:
         return self.from_op(data, (a, b), backward)
         # END SOLUTION
 
-    def __neg__(self) -> "Tensor":
+    def __neg__(self) -> Tensor:
         """-a."""
         # BEGIN SOLUTION 1.2
         return self.from_op(-self.data, (self,), lambda g: (-g,))
         # END SOLUTION
 
     # Reflected forms (`2 * t`, `1 - t`, `array / t`): lift the left operand, reuse the op.
-    def __radd__(self, other: object) -> "Tensor":
+    def __radd__(self, other: object) -> Tensor:
         return self.__add__(other)
 
-    def __rmul__(self, other: object) -> "Tensor":
+    def __rmul__(self, other: object) -> Tensor:
         return self.__mul__(other)
 
-    def __rsub__(self, other: object) -> "Tensor":
+    def __rsub__(self, other: object) -> Tensor:
         other = _as_operand(other, self)
         return NotImplemented if other is None else other.__sub__(self)
 
-    def __rtruediv__(self, other: object) -> "Tensor":
+    def __rtruediv__(self, other: object) -> Tensor:
         other = _as_operand(other, self)
         return NotImplemented if other is None else other.__truediv__(self)
 
-    def __rpow__(self, other: object) -> "Tensor":
+    def __rpow__(self, other: object) -> Tensor:
         other = _as_operand(other, self)
         return NotImplemented if other is None else other.__pow__(self)
 

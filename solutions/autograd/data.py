@@ -8,7 +8,7 @@ from solutions.checks import check_int, is_number
 
 
 def make_spirals(n_per_class: int = 100, n_classes: int = 3, noise: float = 0.2,
-                 rng: "np.random.Generator | int | None" = 0) -> tuple[np.ndarray, np.ndarray]:
+                 rng: np.random.Generator | int | None = 0) -> tuple[np.ndarray, np.ndarray]:
     """Interleaved 2-D spirals: X (N, 2) float32 in about [-1, 1], y (N,) int64 class ids.
 
     Class c's points sweep out one arm: radius r in [0, 1], angle 4r + 2 pi c / n_classes,

@@ -17,7 +17,7 @@ class MatmulMixin:
 
     __slots__ = ()
 
-    def __matmul__(self, other: object) -> "Tensor":
+    def __matmul__(self, other: object) -> Tensor:
         """(..., n, k) @ (..., k, m) -> (..., n, m); the batch axes (...) broadcast as in NumPy.
 
         Operands as for arithmetic (a Tensor or an ndarray), both with at least 2 dimensions
@@ -60,7 +60,7 @@ class MatmulMixin:
         return self.from_op(data, (a, b), backward)
         # END SOLUTION
 
-    def __rmatmul__(self, other: object) -> "Tensor":
+    def __rmatmul__(self, other: object) -> Tensor:
         other = _as_operand(other, self)
         return NotImplemented if other is None else other.__matmul__(self)
 

@@ -17,7 +17,7 @@ class NonlinearMixin:
 
     __slots__ = ()
 
-    def exp(self) -> "Tensor":
+    def exp(self) -> Tensor:
         """e**x."""
         # BEGIN SOLUTION 1.6
         # DECISION: which quantity to keep for backward (the output, where the derivative is written
@@ -29,21 +29,21 @@ class NonlinearMixin:
         return self.from_op(data, (self,), lambda g: (g * data,))
         # END SOLUTION
 
-    def log(self) -> "Tensor":
+    def log(self) -> Tensor:
         """Natural logarithm (for x > 0)."""
         # BEGIN SOLUTION 1.6
         x = self.data
         return self.from_op(np.log(x), (self,), lambda g: (g / x,))
         # END SOLUTION
 
-    def tanh(self) -> "Tensor":
+    def tanh(self) -> Tensor:
         """Hyperbolic tangent."""
         # BEGIN SOLUTION 1.6
         data = np.tanh(self.data)
         return self.from_op(data, (self,), lambda g: (g * (1 - data * data),))
         # END SOLUTION
 
-    def relu(self) -> "Tensor":
+    def relu(self) -> Tensor:
         """max(x, 0). Its gradient is g where x > 0 and 0 elsewhere, at x == 0 too (like PyTorch)."""
         # BEGIN SOLUTION 1.6
         # HINT: the mask `out > 0` is the derivative; multiplying g by a boolean array is one pass.
@@ -51,7 +51,7 @@ class NonlinearMixin:
         return self.from_op(data, (self,), lambda g: (g * (data > 0),))
         # END SOLUTION
 
-    def sigmoid(self) -> "Tensor":
+    def sigmoid(self) -> Tensor:
         """1 / (1 + e**-x), without overflow: for any finite x (say -1000 or 1000) neither the
         forward nor the backward raises a floating-point warning (the tests run them under
         `np.errstate(all="raise")`). It saturates to exactly 0 and 1 there, with gradient 0;

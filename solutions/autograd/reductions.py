@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -21,7 +22,7 @@ class ReductionMixin:
 
     __slots__ = ()
 
-    def sum(self, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> "Tensor":
+    def sum(self, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Tensor:
         """Sum over `axis`. Each element's gradient is the gradient of the sum it went into."""
         axes = _normalize_axes(axis, self.ndim)
         # BEGIN SOLUTION 1.3
@@ -42,7 +43,7 @@ class ReductionMixin:
         return self.from_op(data, (self,), backward)
         # END SOLUTION
 
-    def mean(self, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> "Tensor":
+    def mean(self, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Tensor:
         """Mean over `axis`: the sum over it divided by the number of elements summed.
 
         A mean over no elements is a ValueError (given).
@@ -56,7 +57,7 @@ class ReductionMixin:
         return self.sum(axes, keepdims) * (1.0 / count)
         # END SOLUTION
 
-    def max(self, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> "Tensor":
+    def max(self, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Tensor:
         """Maximum over `axis`.
 
         The gradient goes only to the elements equal to the maximum of their slice; where k

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -16,7 +17,7 @@ class ShapeMixin:
 
     __slots__ = ()
 
-    def reshape(self, *shape: int | Sequence[int]) -> "Tensor":
+    def reshape(self, *shape: int | Sequence[int]) -> Tensor:
         """The same elements (C order) in a new shape: `t.reshape(2, -1)` or `t.reshape((2, -1))`.
 
         A shape with another number of elements is a ValueError naming this tensor's shape
@@ -38,7 +39,7 @@ class ShapeMixin:
         return self.from_op(data, (self,), lambda g: (g.reshape(in_shape),))
         # END SOLUTION
 
-    def transpose(self, *axes: int) -> "Tensor":
+    def transpose(self, *axes: int) -> Tensor:
         """Permute the axes, like `ndarray.transpose`: `t.transpose(2, 0, 1)` or with one tuple;
         negative axes count from the end; no axes reverses them. Axes that are not a
         permutation are a ValueError naming the shape (given)."""
@@ -56,11 +57,11 @@ class ShapeMixin:
         # END SOLUTION
 
     @property
-    def T(self) -> "Tensor":
+    def T(self) -> Tensor:
         """All axes reversed; the matrix transpose for a 2-D tensor."""
         return self.transpose()
 
-    def __getitem__(self, index: object) -> "Tensor":
+    def __getitem__(self, index: object) -> Tensor:
         """NumPy indexing: ints, slices (negative steps too), None, Ellipsis, integer arrays and
         boolean masks, alone or in a tuple; the result is NumPy's `data[index]`.
 

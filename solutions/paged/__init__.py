@@ -32,7 +32,8 @@ from .triton_decode import HAS_TRITON, paged_decode_triton, triton_interpreting
 from .triton_split_decode import SplitPlan, paged_decode_split, split_plan
 
 __all__ = [
-    "CacheFullError", "BlockAllocator", "blocks_needed", "slot_mapping", "PagedKVCache", "DecodeStaging", "paged_attention",
+    "CacheFullError", "BlockAllocator", "blocks_needed", "slot_mapping", "PagedKVCache", "DecodeStaging",
+    "paged_attention",
     "paged_decode_triton", "HAS_TRITON", "triton_interpreting", "hash_block", "BlockManager", "PagedEngine", "demo",
     "paged_decode_split", "split_plan", "SplitPlan",
 ]

@@ -1,4 +1,5 @@
-"""The engine's block manager (6.8): what requests cost the scheduler in whole blocks; admission from the prefix cache."""
+"""The engine's block manager (6.8): what requests cost the scheduler in whole blocks; admission
+from the prefix cache."""
 
 from __future__ import annotations
 

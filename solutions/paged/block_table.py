@@ -37,7 +37,8 @@ def slot_mapping(block_tables: torch.Tensor, rows: torch.Tensor, positions: torc
 
 
 class BlockTables:
-    """The block tables of `PagedKVCache`'s rows; the cache inherits them (state: declared below, set by its `__init__`).
+    """The block tables of `PagedKVCache`'s rows; the cache inherits them (state: declared below,
+    set by its `__init__`).
 
     `tables[r]`: row r's physical blocks in logical order (a Python list: the allocator's
     view); `block_tables` (batch, max_blocks) int64 on the device: the same ids, padded with

@@ -63,5 +63,5 @@ def sse(data: dict | str) -> bytes:
     # HINT: `json.dumps` the dict (not a str) with the two options above; frame it with an
     #   f-string and `.encode("utf-8")`.
     text = data if isinstance(data, str) else json.dumps(data, separators=(",", ":"), ensure_ascii=False)
-    return f"data: {text}\n\n".encode("utf-8")
+    return f"data: {text}\n\n".encode()
     # END SOLUTION

@@ -11,8 +11,18 @@ from pydantic import ValidationError
 from solutions.checks import is_int
 from solutions.tokenizer import ByteTokenizer
 
-from .protocol import (REQUESTS, APIError, ChatCompletionRequest, ChatMessage, CompletionRequest, GenerationRequest,
-                       Limits, StreamOptions, bad, render_chat)
+from .protocol import (
+    REQUESTS,
+    APIError,
+    ChatCompletionRequest,
+    ChatMessage,
+    CompletionRequest,
+    GenerationRequest,
+    Limits,
+    StreamOptions,
+    bad,
+    render_chat,
+)
 
 
 def token_budget(body: dict, kind: str, prompt_tokens: int, limits: Limits) -> tuple[int, int]:
@@ -42,8 +52,9 @@ def token_budget(body: dict, kind: str, prompt_tokens: int, limits: Limits) -> t
     #   that fails raises. So check first what the client must fix first.
     # HINT: Each field: `body.get(name)` is None both when it is missing and when it is
     #   null: replace None by the default first, then check the value with `is_int`.
-    # HINT: n comes first (it needs nothing else). The prompt's check comes between n and max_tokens: `left < 1` is a 400 on the
-    #   prompt; only then compute max_tokens' default (which needs `left`).
+    # HINT: n comes first (it needs nothing else). The prompt's check comes between n and
+    #   max_tokens: `left < 1` is a 400 on the prompt; only then compute max_tokens' default
+    #   (which needs `left`).
     # HINT: For chat, look at `body.get("max_completion_tokens")` first: when it is not
     #   None, its name and value replace "max_tokens" for every later check and message.
     n = body.get("n")
@@ -70,8 +81,10 @@ def token_budget(body: dict, kind: str, prompt_tokens: int, limits: Limits) -> t
     # END SOLUTION
 
 
-def parse_request(body: object, kind: str, limits: Limits, tokenizer: ByteTokenizer = ByteTokenizer()
-                  ) -> GenerationRequest:
+_BYTES = ByteTokenizer()  # parse_request's default tokenizer (it holds no state)
+
+
+def parse_request(body: object, kind: str, limits: Limits, tokenizer: ByteTokenizer = _BYTES) -> GenerationRequest:
     """Validate a decoded JSON body for `kind` ("completion" or "chat"; anything else is a
     ValueError) against `limits` (given code, but for `token_budget`); return the
     GenerationRequest or raise APIError, whose `param` names the field. In this order:
