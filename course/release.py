@@ -38,7 +38,9 @@ from course.results import HIDDEN_DIR
 
 _ALWAYS_IGNORE = ("__pycache__", "*.pyc", ".ipynb_checkpoints", ".hypothesis", ".pytest_cache", "*.egg-info",
                   "bench_results", ".course", ".DS_Store")
-TOP_FILES = ("README.md", "pyproject.toml", "Makefile", ".gitignore", "CONTRIBUTING.md")
+# (requirements.lock: the whole Makefile's `make install` installs it; GRADING.md: the README links it)
+TOP_FILES = ("README.md", "pyproject.toml", "requirements.lock", "Makefile", ".gitignore", "CONTRIBUTING.md",
+             "GRADING.md")
 LEARNER_TOP_FILES = ("pyproject.toml", ".gitignore")  # README.md and Makefile are written for the release
 
 # the optional dependencies (pyproject.toml) a learner's `make install` needs, by the first
