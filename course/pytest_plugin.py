@@ -553,8 +553,9 @@ def pytest_runtest_logfinish(nodeid: str, location) -> None:
     swapped = replaced_helpers()
     if swapped:
         _current_config.stash[TAMPER_KEY].append((nodeid, swapped))
-        _emit({"ev": "tamper", "nodeid": nodeid, "replaced": swapped[:10]})
         if r.outcome == "passed":
             r = replace(r, outcome="failed", message=f"tampering: {', '.join(swapped[:3])} replaced during the test")
     _current_config.stash[_RESULTS_KEY].append(r)
     _emit({"ev": "result", "nodeid": nodeid, **r.to_dict(RAN)})
+    if swapped:  # after the result: the runner stops the process at this event, the result already read
+        _emit({"ev": "tamper", "nodeid": nodeid, "replaced": swapped[:10]})

@@ -1,6 +1,6 @@
 # GENERATED from solutions/server/validation.py by `course stubs --write`: fill in the bodies that raise NotImplementedError.
 # The lesson is 07_serving/07_serving.ipynb. Exercises in this file (line of each hole, then the commands):
-#   7.1 The token budget: n and max_tokens against the context: line 50; `course check 7.1`, `course hint 7.1`
+#   7.1 The token budget: n and max_tokens against the context: line 40; `course check 7.1`, `course hint 7.1`
 """7.1 Request validation: what a request may cost (token_budget), then the rest of the body
 (the schema of protocol.py, the server's limits) and the 400 a refused body gets."""
 
@@ -14,18 +14,8 @@ from pydantic import ValidationError
 from solutions.checks import is_int
 from solutions.tokenizer import ByteTokenizer
 
-from .protocol import (
-    REQUESTS,
-    APIError,
-    ChatCompletionRequest,
-    ChatMessage,
-    CompletionRequest,
-    GenerationRequest,
-    Limits,
-    StreamOptions,
-    bad,
-    render_chat,
-)
+from . import protocol as schema
+from .protocol import REQUESTS, APIError, GenerationRequest, Limits, bad, render_chat
 
 
 def token_budget(body: dict, kind: str, prompt_tokens: int, limits: Limits) -> tuple[int, int]:
@@ -102,8 +92,8 @@ _MISSING = {"model": "you must provide a model parameter", "prompt": "you must p
 #: Each field's rule, as its `description` states it ("messages[]" is one message).
 _RULES = {
     **{name: f.description for m in REQUESTS.values() for name, f in m.model_fields.items()},
-    **{f"messages[].{name}": f.description for name, f in ChatMessage.model_fields.items()},
-    **{f"stream_options.{name}": f.description for name, f in StreamOptions.model_fields.items()},
+    **{f"messages[].{name}": f.description for name, f in schema.ChatMessage.model_fields.items()},
+    **{f"stream_options.{name}": f.description for name, f in schema.StreamOptions.model_fields.items()},
     "messages[]": "an object with role and content (and optionally a name)",
 }
 
@@ -133,7 +123,7 @@ def api_error(errors: list[dict]) -> APIError:
     return bad(f"{param} must be {rule}{got}", param=param)
 
 
-_NESTED = frozenset(ChatMessage.model_fields) | frozenset(StreamOptions.model_fields)
+_NESTED = frozenset(schema.ChatMessage.model_fields) | frozenset(schema.StreamOptions.model_fields)
 
 
 def _param(loc: tuple) -> str:
@@ -150,12 +140,12 @@ def _param(loc: tuple) -> str:
     return param
 
 
-def _prompt_ids(req: CompletionRequest | ChatCompletionRequest, limits: Limits, tokenizer: ByteTokenizer
+def _prompt_ids(req: schema.CompletionRequest | schema.ChatCompletionRequest, limits: Limits, tokenizer: ByteTokenizer
                 ) -> list[list[int]]:
     """The prompts' token ids, one list per prompt: a completion's `prompt` (a string, a
     list of token ids, or a batch of either), at most `limits.max_prompts` of them, every
     id below `limits.vocab_size`; or a chat's messages rendered by the chat template."""
-    if isinstance(req, ChatCompletionRequest):
+    if isinstance(req, schema.ChatCompletionRequest):
         return [tokenizer.encode(render_chat([{"role": m.role, "content": m.text} for m in req.messages]))]
     prompt = req.prompt
     batch = [prompt] if isinstance(prompt, str) or isinstance(prompt[0], int) else prompt
