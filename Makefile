@@ -1,8 +1,9 @@
 # Two commands a fresh machine needs (each installs what it needs into .venv):
 #   make demo   run the reference stack end to end (`course demo`)
-#   make test   the maintainer's suite: every stage's visible AND hidden tests against the
-#               solutions, stubs in sync and failing, notebooks, grading, the red team
-#               (what .ci/run runs, after `make lint`; two pytest-xdist workers, one test file each at a time)
+#   make test   the maintainer's suite (tests/): every stage's visible AND hidden tests against the
+#               solutions, run once, by the solutions' grade (tests/test_grade.py), stubs in sync
+#               and failing, notebooks, grading, the red team (what .ci/run runs, after `make lint`;
+#               two pytest-xdist workers, one test file each at a time)
 # and for maintainers:
 #   make lint   ruff, then mypy, over course/ and solutions/ (configured in pyproject.toml)
 #   make quick  the inner loop: lint the changed files, check the changed stages' stubs, run
@@ -80,7 +81,7 @@ lock:
 
 test: $(BIN)/.installed
 	$(BIN)/course stubs --check
-	COURSE_IMPL=solution $(BIN)/python -m pytest -n 2 --dist loadfile --impl solution --hidden-tests $(wildcard tests) [0-9][0-9]_*/tests $(wildcard [0-9][0-9]_*/hidden_tests)
+	COURSE_IMPL=solution $(BIN)/python -m pytest -n 2 --dist loadfile --impl solution tests
 
 clean-venv:
 	rm -rf $(VENV)

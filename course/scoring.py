@@ -59,7 +59,7 @@ def _first_problem(rs: list[TestResult]) -> str:
     return ""
 
 
-def _not_counted(r: TestResult) -> bool:
+def not_counted(r: TestResult) -> bool:
     """A gpu test skipped by the plugin on a machine without CUDA: reported, not counted."""
     return r.outcome == "skipped" and r.gpu and r.skip_reason.endswith("needs CUDA") and not has_cuda()
 
@@ -88,7 +88,7 @@ def score_exercise(ex_id: str, points: float, results, weighted: bool = False) -
     rs = as_results(results)
     if not rs:
         return Score("error", 0.0, points)
-    counted = [r for r in rs if not _not_counted(r)]
+    counted = [r for r in rs if not not_counted(r)]
     uncounted = len(rs) - len(counted)
     if not counted:
         return Score("no-gpu", 0.0, 0, uncounted=uncounted)

@@ -58,15 +58,21 @@ class StubGrade:
     # grader judged the hidden tests' answers), the grader's canaries left out
 
 
-def _grade_stub(st: manifest.Stage) -> StubGrade:
+def grade_in_process(stages, impl: str) -> tuple[list, list[str], list]:
+    """`grading.grade(stages, impl=impl)` in this process (what `course grade --impl IMPL`
+    computes; the CLI only prints it): (entries, the instructor's lines, and for each graded
+    stage in order the pair (final run, raw run)). The final run is the grader's own record
+    after judging (canaries out, answers judged, messages redacted); the raw run is a copy taken
+    as the test process reported it, before any of that. Only the runs of `impl` are kept (a
+    student grade may first run the reference for its answers)."""
     from course import grading, runner
 
     real = runner.run_tests
     seen = []
 
-    def spy(paths, impl, *args, **kw):
-        run = real(paths, impl, *args, **kw)
-        if impl == "student":  # the graded run (the reference's answers run as "solution")
+    def spy(paths, run_impl, *args, **kw):
+        run = real(paths, run_impl, *args, **kw)
+        if run_impl == impl:
             seen.append((run, copy.deepcopy(run)))
         return run
 
@@ -77,11 +83,17 @@ def _grade_stub(st: manifest.Stage) -> StubGrade:
     for m in bound:
         m.run_tests = spy
     try:
-        entries = grading.grade([st], impl="student", report=report)
+        entries = grading.grade(list(stages), impl=impl, report=report)
     finally:
         for m in bound:
             m.run_tests = real
-    assert len(seen) == 1, f"stage {st.number}: the grader ran the stub {len(seen)} times"
+    graded = [st for st in stages if grading.gradeable(st)]
+    assert len(seen) == len(graded), f"the grader ran {len(seen)} times for {len(graded)} stages"
+    return entries, report, seen
+
+
+def _grade_stub(st: manifest.Stage) -> StubGrade:
+    entries, report, seen = grade_in_process([st], "student")
     final, raw = seen[0]
     # the canaries are what the grader took out of its run before scoring
     raw.results = {n: r for n, r in raw.results.items() if n in final.results}

@@ -13,7 +13,7 @@ import time
 import pytest
 
 from course import cuda, grading, manifest
-from tests.helpers import existing_stages, run, small_course, stub_grades
+from tests.helpers import existing_stages, grade_in_process, run, small_course, stub_grades
 
 
 def _grade(tmp_path, impl: str, *extra: str, env=None):
@@ -38,30 +38,49 @@ def _check_gradescope_shape(res: dict) -> None:
         assert 0 <= t["score"] <= t["max_score"]
 
 
-# The solutions first: their grade records the reference's answers to the hidden tests
-# (`.course/answers/`), which the stubs' grade then takes instead of running them again.
+# The solutions' grade is also make test's one run of every stage's visible and hidden tests
+# against the reference (the README's command runs tests/ only): `grading.grade(...,
+# impl="solution")` in this process, what `course grade --impl solution` computes (the CLI's
+# printing and files are the small course's tests below, and stage 01's). The grade scores only
+# exercise tests; the runs it made are checked here test by test, given code's included, so a
+# failing test of any stage fails this test with its name and message.
 @pytest.mark.timeout(3600)  # grades every stage: longer than the default per-test limit
-def test_solutions_score_full_marks(tmp_path):
-    res, proc = _grade(tmp_path, "solution")
-    _check_gradescope_shape(res)
-    assert "TAMPERING" not in proc.stderr, proc.stderr
+def test_solutions_score_full_marks():
+    from course import report
+    from course.scoring import not_counted
+
+    stages = existing_stages()
+    entries, lines, seen = grade_in_process(stages, "solution")
+    runs = [final for final, _raw in seen]
+    problems = [f"{r.nodeid}: {r.outcome}: {r.message or r.skip_reason}" for run in runs for r in run.in_order()
+                if r.outcome != "passed" and not not_counted(r)]
+    assert not problems, f"{len(problems)} tests of the stages did not pass on the reference:\n" + "\n".join(problems)
+    errors = [e for run in runs for e in run.errors]
+    assert not errors, errors
+    assert sum(len(run.results) for run in runs) > 1000  # every stage's tests ran, hidden ones included
+    tampering = [ln for ln in lines if "TAMPERING" in ln]
+    assert not tampering, tampering
     # every hidden test reports at least one value (course.answer), judged outside the process
-    silent = [ln for ln in proc.stderr.splitlines() if "reports no value" in ln]
+    silent = [ln for ln in lines if "reports no value" in ln]
     assert not silent, "\n".join(silent[:20])
+    res = json.loads(report.dump_json(entries))
+    _check_gradescope_shape(res)
+    assert "total" in report.console_table(entries)
+    assert report.markdown_summary(entries, report=lines).startswith("## Course grade:")
     bad = [t["name"] + ": " + t["output"] for t in res["tests"] if t["score"] != t["max_score"]]
     assert not bad, bad
     visible = [t for t in res["tests"] if t["visibility"] == "visible"]
-    assert sum(t["score"] for t in visible) == _max(existing_stages())
+    assert sum(t["score"] for t in visible) == _max(stages)
     # every stage that has hidden tests shows them, hidden until the due date
-    for st in existing_stages():
+    for st in stages:
         if (grading.stage_hidden_dir(st)).is_dir():
             assert any(t["visibility"] == "after_due_date" and t["name"].startswith(f"{int(st.number)}.")
                        for t in res["tests"]), f"stage {st.number}'s hidden tests were not graded"
 
 
 # The stubs' grade of every stage: `grading.grade(..., impl="student")`, what `course grade
-# --impl student` computes (the CLI's printing and files: test_solutions_score_full_marks and
-# the small course's tests below), one stage at a time. Each stage's grade is shared with
+# --impl student` computes (the CLI's printing and files: the small course's tests below, and
+# stage 01's), one stage at a time. Each stage's grade is shared with
 # tests/test_stubs_fail.py (tests/helpers.py's `stub_grades`), which asserts, test by test, that
 # every exercise test of the same run fails; what this adds is the grader's scoring of those
 # failures, with visible and hidden tests and the reference's recorded answers, and that the
