@@ -589,8 +589,8 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("grade", help="grade the learner's code (Gradescope results.json, Markdown summary)")
     s.add_argument("--stages", default=None, help="comma-separated stage numbers (default: all)")
     s.add_argument("--submission", default=None, metavar="DIR",
-                   help="the learner's repository: only its stub files (NN_stage/<module>.py) are graded, "
-                        "in a fresh copy of this course")
+                   help="the learner's repository: only its stage packages (NN_stage/<module>/*.py, with any "
+                        "helper module added there) are graded, in a fresh copy of this course")
     s.add_argument("--hidden", default=None, metavar="DIR",
                    help="extra hidden tests, laid out as NN_stage/hidden_tests/ "
                         "(what `course release --hidden` writes)")

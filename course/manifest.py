@@ -27,7 +27,7 @@ class Exercise:
 @dataclass(frozen=True)
 class Stage:
     number: str  # "01"
-    module: str  # "autograd": NN_<folder>/<module>.py and solutions/<module>.py
+    module: str  # "autograd": the packages NN_<folder>/<module>/ (the learner's) and solutions/<module>/
     folder: str  # "01_autograd"
     title: str
     exercises: tuple[Exercise, ...] = field(default_factory=tuple)
