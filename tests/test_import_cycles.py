@@ -101,16 +101,21 @@ def _call_name(node: ast.Call) -> str:
     return f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
 
 
-def _imports(tree: ast.Module, package: str, constants: dict[str, str], unresolved: list[str]) -> set[str]:
-    """The module names `tree` imports (candidates: not yet matched to the graph's nodes)."""
+def _imports(tree: ast.Module, package: str, constants: dict[str, str], unresolved: list[str],
+             modules=None) -> set[str]:
+    """The module names `tree` imports (candidates: not yet matched to the graph's nodes).
+    With `modules` (the graph's), `from B import x` is an edge to `B` only when some x is not
+    a module `B.x` (a name B itself defines)."""
     out: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             out.update(a.name for a in node.names)
         elif isinstance(node, ast.ImportFrom):
             base = _resolve(node.module, node.level, package)
-            out.add(base)
-            out.update(f"{base}.{a.name}" if base else a.name for a in node.names)
+            subs = {f"{base}.{a.name}" if base else a.name for a in node.names}
+            out |= subs
+            if modules is None or not subs <= set(modules):
+                out.add(base)
         elif isinstance(node, ast.Call):
             out |= _call_imports(node, package, constants, unresolved)
         elif isinstance(node, (ast.List, ast.Tuple)):
@@ -169,7 +174,7 @@ def import_graph() -> tuple[dict[str, set[str]], dict[str, list[str]]]:
     for name, path in modules.items():
         tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
         misses: list[str] = []
-        wanted = _imports(tree, _package(name, path), _string_constants(tree), misses)
+        wanted = _imports(tree, _package(name, path), _string_constants(tree), misses, modules)
         graph[name] = {w for w in wanted if w in modules and w != name}
         if misses:
             unresolved[name] = misses
@@ -249,6 +254,9 @@ def test_the_graph_sees_string_imports():
     assert {"course.grading", "course.layout", "course.loader"} <= got
     graph, _ = import_graph()
     assert "solutions.server" not in graph["solutions.server.app"]
+    # `from . import protocol` (a submodule) is an edge to it, not to the package
+    assert "solutions.server.protocol" in graph["solutions.server.validation"]
+    assert "solutions.server" not in graph["solutions.server.validation"]
 
 
 def test_every_string_import_is_resolved():
