@@ -1,6 +1,6 @@
 # GENERATED from solutions/server/streaming.py by `course stubs --write`: fill in the bodies that raise NotImplementedError.
 # The lesson is 07_serving/07_serving.ipynb. Exercises in this file (line of each hole, then the commands):
-#   7.5 The streaming bridge and SSE framing: lines 33, 39, 47; `course check 7.5`, `course hint 7.5`
+#   7.5 The streaming bridge and SSE framing: lines 33, 39, 48; `course check 7.5`, `course hint 7.5`
 """7.5 The streaming bridge (engine thread -> event loop) and Server-Sent Events framing."""
 
 from __future__ import annotations
@@ -42,6 +42,7 @@ class TokenStream:
 def sse(data: dict | str) -> bytes:
     """One Server-Sent Event as OpenAI (and vLLM) frame it, UTF-8 bytes: `data: `, the
     payload, then a blank line, `\\n\\n` (never CRLF). A str is sent as it is (the stream
-    ends with `sse("[DONE]")`, `data: [DONE]\\n\\n`); a dict as JSON without spaces
-    (`separators=(",", ":")`) and with non-ASCII kept as UTF-8 (`ensure_ascii=False`)."""
+    ends with `sse("[DONE]")`, `data: [DONE]\\n\\n`); a dict as the most compact JSON (no
+    space after a `,` or a `:`), every non-ASCII character as its own UTF-8 bytes (never a
+    `\\uXXXX` escape)."""
     raise NotImplementedError('Exercise 7.5: The streaming bridge and SSE framing — see 07_serving.ipynb')

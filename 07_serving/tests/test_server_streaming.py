@@ -28,8 +28,19 @@ def oai(server):
 
 
 def test_sse_frames_one_event():
-    assert srv.sse({"a": 1, "b": "é"}) == 'data: {"a":1,"b":"é"}\n\n'.encode()
-    assert srv.sse("[DONE]") == b"data: [DONE]\n\n"
+    """Byte for byte; each rule of the framing says which it is when it is broken."""
+    got = srv.sse({"a": 1, "b": "é"})
+    assert isinstance(got, bytes), f"sse returns the event's bytes, got {type(got).__name__}"
+    assert got.startswith(b"data: "), f"an event starts with 'data: ', got {got[:12]!r}"
+    assert got.endswith(b"\n\n") and not got.endswith(b"\r\n\r\n"), (
+        f"an event ends with one blank line, \\n\\n, never CRLF: got {got[-6:]!r}")
+    assert b"\\u" not in got and "é".encode() in got, (
+        f"non-ASCII text goes as its own UTF-8 bytes, never a \\uXXXX escape: got {got!r}")
+    assert b", " not in got and b": " not in got[len(b"data: "):], (
+        f"the JSON is the most compact: no space after ',' or ':', got {got!r}")
+    assert got == 'data: {"a":1,"b":"é"}\n\n'.encode()
+    done = srv.sse("[DONE]")
+    assert done == b"data: [DONE]\n\n", f"a str is sent as it is, not as JSON (no quotes): got {done!r}"
 
 
 def in_thread(fn, *args) -> tuple[threading.Thread, list]:
@@ -90,7 +101,11 @@ def test_token_stream_put_after_the_loop_closed_is_dropped():
     loop = asyncio.new_event_loop()
     stream = srv.TokenStream(loop)
     loop.close()
-    stream.put(("delta", 0, "late"))  # the server is gone: no error, nothing to do
+    try:
+        stream.put(("delta", 0, "late"))  # the server is gone: no error, nothing to do
+    except Exception as e:  # noqa: BLE001 - whatever it raises breaks the rule
+        pytest.fail(f"put after the event loop closed must drop the event silently; it raised "
+                    f"{type(e).__name__}: {e}")
 
 
 def test_token_stream_only_the_loops_thread_touches_the_queue():

@@ -57,11 +57,12 @@ class TokenStream:
 def sse(data: dict | str) -> bytes:
     """One Server-Sent Event as OpenAI (and vLLM) frame it, UTF-8 bytes: `data: `, the
     payload, then a blank line, `\\n\\n` (never CRLF). A str is sent as it is (the stream
-    ends with `sse("[DONE]")`, `data: [DONE]\\n\\n`); a dict as JSON without spaces
-    (`separators=(",", ":")`) and with non-ASCII kept as UTF-8 (`ensure_ascii=False`)."""
+    ends with `sse("[DONE]")`, `data: [DONE]\\n\\n`); a dict as the most compact JSON (no
+    space after a `,` or a `:`), every non-ASCII character as its own UTF-8 bytes (never a
+    `\\uXXXX` escape)."""
     # BEGIN SOLUTION 7.5
-    # HINT: `json.dumps` the dict (not a str) with the two options above; frame it with an
-    #   f-string and `.encode("utf-8")`.
+    # HINT: `json.dumps` the dict (not a str) with `separators=(",", ":")` and
+    #   `ensure_ascii=False`; frame it with an f-string and `.encode("utf-8")`.
     text = data if isinstance(data, str) else json.dumps(data, separators=(",", ":"), ensure_ascii=False)
     return f"data: {text}\n\n".encode()
     # END SOLUTION
