@@ -1633,7 +1633,7 @@ def refresh(base: Path) -> dict[str, str]:
     out = _run(base, _jobs(base, MUTATIONS, {}))
     found = {}
     for mut_id, (code, log) in out.items():
-        m = re.search(r"^FAILED (\S+?)(?: - |$)", log, re.M)
+        m = re.search(r"^FAILED (.+?)(?: - |$)", log, re.M)  # a node id may hold spaces ([pow2 blocks])
         if code == 1 and m:
             found[mut_id] = m.group(1)
     CATCHERS.write_text(json.dumps(dict(sorted(found.items())), indent=1) + "\n", encoding="utf-8")
