@@ -17,11 +17,11 @@
 - hidden tests (`NN_stage/hidden_tests/`) are left out of a plain `pytest NN_stage`; they
   run with `--hidden-tests`, or when named on the command line (`pytest NN_stage/hidden_tests`).
 - a per-test time limit that kills: pytest-timeout's `--timeout` (ini `timeout`) is
-  enforced by this plugin (its `pytest_timeout_set_timer` hook): an alarm raises
+  enforced by this plugin (its `pytest_timeout_set_timer` hook, in `course.time_limit`): an alarm raises
   `CourseTimeout`, a BaseException that Hypothesis does not catch and retry, and a
   faulthandler watchdog ends the process a few seconds later if the test is stuck inside C
   code (`sum(itertools.count())`), printing where it was. The limit scales with the
-  machine: `--timeout` seconds times its measured slowdown (see `course.runner`), and a
+  machine: `--timeout` seconds times its measured slowdown (see `course.slowdown`), and a
   time-out says which limit it hit and how to raise it.
 """
 
@@ -43,8 +43,6 @@ from course.results import HIDDEN_DIR, META, RAN, Crash, TestResult, todo_line, 
 
 # the per-test time limit's hooks are this plugin's: pytest finds a plugin's hooks by name
 from course.time_limit import (
-    _REAL_STDERR,
-    CourseTimeout,
     pytest_runtest_call,
     pytest_runtest_setup,
     pytest_runtest_teardown,
@@ -52,8 +50,8 @@ from course.time_limit import (
     pytest_timeout_set_timer,
 )
 
-__all__ = ["CourseTimeout", "_REAL_STDERR", "pytest_runtest_call", "pytest_runtest_setup", "pytest_runtest_teardown",
-           "pytest_timeout_cancel_timer", "pytest_timeout_set_timer", "visible_conftest"]  # and the hooks below
+__all__ = ["pytest_runtest_call", "pytest_runtest_setup", "pytest_runtest_teardown", "pytest_timeout_cancel_timer",
+           "pytest_timeout_set_timer", "visible_conftest"]  # and the hooks below
 
 _RESULTS_KEY = pytest.StashKey[list]()  # the TestResult of every test that ran, in order
 _ERRORS_KEY = pytest.StashKey[list]()

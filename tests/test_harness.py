@@ -271,7 +271,7 @@ STUCK_PAST_THE_WATCHDOG = """
 import faulthandler
 import time
 
-from course.pytest_plugin import _REAL_STDERR
+from course.time_limit import _REAL_STDERR
 
 
 def test_stuck_in_c():
