@@ -261,11 +261,12 @@ def code_of(st: manifest.Stage, message: str, locate) -> str | None:
 
 def blocked_by(ex_id: str, states: dict[str, str], results=()) -> list[str]:
     """The exercises that keep `ex_id` from passing: its declared requirements whose own
-    code is not known to work (per `states`, {id: state}: not done, and not merely "blocked",
-    which says its tests found nothing wrong in its code but stopped at yet another TODO),
-    and the other exercises whose TODO stopped its tests in this run."""
+    recorded result is not full marks (per `states`, {id: state}: not done, not merely
+    "blocked", which says its tests found nothing wrong in its code but stopped at yet another
+    TODO, and not "started", written but never checked: nothing says it is wrong), and the
+    other exercises whose TODO stopped its tests in this run."""
     out = [r for r in manifest.exercise(ex_id).requires
-           if states.get(r, "done") not in ("done", "no-gpu", "blocked")]
+           if states.get(r, "done") not in ("done", "no-gpu", "blocked", "started")]
     for res in as_results(results):
         t = res.todo_id if res.outcome == "failed" else None
         if t and t != ex_id and t not in out:

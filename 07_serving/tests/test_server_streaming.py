@@ -234,7 +234,9 @@ def test_sse_framing_byte_for_byte(server, kit):
     assert body[-1]["choices"][0]["finish_reason"] in ("stop", "length")
     assert all(o["choices"][0]["finish_reason"] is None for o in body[:-1])
     # every event is compact JSON, re-serialisable to the same bytes
-    assert all(e == json.dumps(json.loads(e), separators=(",", ":"), ensure_ascii=False) for e in events[:-1])
+    loose = [e for e in events[:-1] if e != json.dumps(json.loads(e), separators=(",", ":"), ensure_ascii=False)]
+    assert not loose, ("every event is the most compact JSON (no space after ',' or ':') with non-ASCII as "
+                       f"UTF-8, never \\uXXXX: {loose[0][:120]!r}" if loose else "")
 
 
 def test_multibyte_text_streams_whole_characters(oai):
