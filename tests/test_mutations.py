@@ -20,6 +20,7 @@ CPU (the DDP run, two processes, is most of it); wall time grows with the machin
 """
 from __future__ import annotations
 
+import gc
 import json
 import os
 import subprocess
@@ -1519,7 +1520,11 @@ def _stage(module: str) -> manifest.Stage:
 # take seconds) and run Hypothesis without shrinking: a failure is all that is asked.
 _PRELOAD = ("numpy", "torch", "torch.nn.functional", "hypothesis", "hypothesis.extra.numpy",
             "datasketch", "solutions.gpt", "solutions.tokenizer", "solutions.autograd",
-            "solutions.kv_cache", "solutions.workload")
+            "solutions.kv_cache", "solutions.workload",
+            # stages 06-08's: Triton, the server's web stack and the clients its tests use
+            # (about 1.3 s a stage-07 mutant), the reference packages those stages build on
+            "triton", "fastapi", "uvicorn", "httpx", "openai", "transformers",
+            "solutions.paged", "solutions.batching", "solutions.server")
 
 
 WORKERS = 2  # mutants run two at a time (the course machine has two cores), one thread each
@@ -1564,6 +1569,9 @@ def _run_jobs(jobs: list[dict]) -> list[dict]:
             importlib.import_module(name)
         except ImportError:
             pass
+    # the preloaded objects out of the collector's sight: a child's collections then do not walk
+    # (and so copy) the parent's whole heap (gc.freeze's documented use, before fork)
+    gc.freeze()
     results, running, todo = [], {}, list(jobs)
     while todo or running:
         while todo and len(running) < WORKERS:
@@ -1605,6 +1613,9 @@ def _jobs(base: Path, muts, catchers: dict[str, str]) -> list[dict]:
         (root / st.folder / st.module).mkdir(parents=True)
         for name, text in sources.items():
             (root / st.folder / st.module / name).write_text(text, encoding="utf-8")
+        # the references a test loads as its oracle (`course.load("batching", impl="solution")`
+        # resolves under COURSE_ROOT): without them such a test fails on any code, a false catch
+        (root / "solutions").symlink_to(ROOT / "solutions", target_is_directory=True)
         files = [str(ROOT / st.folder / f) for f in mut.tests]
         catcher = catchers.get(mut.id)
         if catcher and any(catcher.split("::")[0] == str(Path(f.split("::")[0]).relative_to(ROOT)) for f in files):
@@ -1630,12 +1641,20 @@ def refresh(base: Path) -> dict[str, str]:
     failed on it to CATCHERS."""
     import re
 
-    out = _run(base, _jobs(base, MUTATIONS, {}))
+    out = _run(base / "mutants", _jobs(base / "mutants", MUTATIONS, {}))
     found = {}
     for mut_id, (code, log) in out.items():
         m = re.search(r"^FAILED (.+?)(?: - |$)", log, re.M)  # a node id may hold spaces ([pow2 blocks])
         if code == 1 and m:
             found[mut_id] = m.group(1)
+    # a catcher must pass on the unmutated reference, in the same setting: one that fails there
+    # (say, on an oracle the mutant's root lacks) catches nothing, and is not recorded
+    unmutated = [Mutation(m.id, m.module, m.old, m.old, m.tests, tuple((o, o) for o, _ in m.more))
+                 for m in MUTATIONS if m.id in found]
+    clean = _run(base / "clean", _jobs(base / "clean", unmutated, found))
+    for mut_id, (code, log) in clean.items():
+        if code != 0:
+            print(f"{mut_id}: its catcher {found.pop(mut_id)} fails on the reference too:\n{log[-1500:]}")
     CATCHERS.write_text(json.dumps(dict(sorted(found.items())), indent=1) + "\n", encoding="utf-8")
     return found
 
