@@ -26,6 +26,9 @@ TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 .PHONY: demo test install lint quick lock clean-venv
 
 $(BIN)/.installed: pyproject.toml $(LOCK)
+	@# the lock is resolved for CPython 3.11 (requires-python): an older Python is refused here,
+	@# by name, not halfway through the lock by a wheel that needs a newer one
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "make install: $(LOCK) is resolved for CPython 3.11 and needs Python 3.11 or later; $(PYTHON) is " + sys.version.split()[0] + ". Run make PYTHON=python3.11 ...")'
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --no-deps --no-index "torch==$(TORCH)" 2>/dev/null \
 	    || $(BIN)/python -m pip install --quiet --no-deps --index-url $(TORCH_INDEX) "torch==$(TORCH)"
