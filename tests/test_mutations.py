@@ -15,8 +15,9 @@ after the nucleus, DDP synchronised on the first micro-batch, no evaluation afte
 step, admission in a step that preempted, quality bounds off by one, a batched matmul whose
 second operand broadcasts, bits per byte counting end-of-text). When a solution is
 rewritten so that a snippet no longer occurs, update the snippet here, keeping the bug.
-Only the tests that should catch a bug run, with `-x`: the whole check costs about 40 s of
-CPU (the DDP run, two processes, is most of it); wall time grows with the machine's load.
+Only the test that caught a bug last time runs (see CATCHERS), with `-x`: the whole check costs
+about 200 s of CPU, about 2 minutes on two idle cores (the two DDP mutants, two processes each,
+about 9 s apiece); wall time grows with the machine's load.
 """
 from __future__ import annotations
 
