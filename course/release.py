@@ -335,11 +335,17 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN     = $(VENV)/bin
 EXTRAS ?= {extras}
+# torch's CPU build first (PyPI's Linux wheel is the CUDA one, several GB): from a wheel pip's
+# own configuration offers, else from PyTorch's CPU index; the course's torch==2.13.0 keeps it
+TORCH        = 2.13.0+cpu
+TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 
 .PHONY: install demo status
 
 $(BIN)/.installed: pyproject.toml
 \t$(PYTHON) -m venv $(VENV)
+\t$(BIN)/python -m pip install --quiet --no-deps --no-index "torch==$(TORCH)" 2>/dev/null \\
+\t    || $(BIN)/python -m pip install --quiet --no-deps --index-url $(TORCH_INDEX) "torch==$(TORCH)"
 \t$(BIN)/python -m pip install --quiet -e ".[$(EXTRAS)]"
 {install_wheels}\ttouch $@
 

