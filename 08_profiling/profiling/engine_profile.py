@@ -1,6 +1,6 @@
 # GENERATED from solutions/profiling/engine_profile.py by `course stubs --write`: fill in the bodies that raise NotImplementedError.
 # The lesson is 08_profiling/08_profiling.ipynb. Exercises in this file (line of each hole, then the commands):
-#   8.2 torch.profiler around engine steps: line 38; `course check 8.2`, `course hint 8.2`
+#   8.2 torch.profiler around engine steps: line 39; `course check 8.2`, `course hint 8.2`
 """torch.profiler around engine steps (8.2): labels, a schedule, per-step operator counts."""
 
 from __future__ import annotations
@@ -25,12 +25,13 @@ def profile_engine(engine, *, wait: int = 1, warmup: int = 1, active: int = 3, t
     counting rule is in EngineProfile's docstring.
 
     The steps are labelled as `label_engine` labels them ("schedule", "forward", "sample").
-    Only the last `active` steps are recorded: the profiler's schedule skips `wait` and
-    traces `warmup` steps without keeping them (`schedule(..., repeat=1)`); `record_shapes`
-    as given; activities: CPU, plus CUDA when `engine.device` is a GPU, whose work must land
-    in the step that queued it. The Chrome trace goes to `trace_path` when given. Raises ValueError (ints: wait >= 0,
-    warmup >= 0, active >= 1), and ValueError "the engine ran out of work at step i of n"
-    when a step has nothing to run (`engine.step().ran` is False).
+    Only the last `active` steps are recorded: the profiler's schedule skips the first `wait`
+    steps and traces the next `warmup` without keeping them, once (no second cycle);
+    `record_shapes` as given; activities: CPU, plus CUDA when `engine.device` is a GPU, whose
+    work must land in the step that queued it. The Chrome trace goes to `trace_path` when
+    given. Raises ValueError (ints: wait >= 0, warmup >= 0, active >= 1), and ValueError
+    "the engine ran out of work at step i of n" when a step has nothing to run
+    (`engine.step().ran` is False).
     """
     check_ints(0, wait=wait, warmup=warmup)
     check_int("active", active, 1)

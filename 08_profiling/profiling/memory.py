@@ -25,10 +25,10 @@ def nbytes(*objs) -> int:
     An obj may be a tensor, an `nn.Module` (its parameters AND buffers), a list / tuple /
     dict (its values) of those, or any object whose attributes (`vars(obj)`, one level deep)
     are tensors or lists of tensors (a cache). Views and tied weights share storage (the
-    GPT's `lm_head.weight` IS `wte.weight`; `x[1]`, `x.t()` are views of x): two tensors
-    share a storage when (device, `untyped_storage().data_ptr()`) agree, and a storage
-    counts its `untyped_storage().nbytes()` once.
-    Nothing is changed; no tensor is copied.
+    GPT's `lm_head.weight` IS `wte.weight`; `x[1]`, `x.t()` are views of x): a storage
+    shared by several tensors counts once, and a view alone counts the whole storage it
+    views (a view of 10 of 1000 floats holds 4000 bytes). Storages on different devices
+    are different storages. Nothing is changed; no tensor is copied.
     """
     raise NotImplementedError('Exercise 8.3: Memory accounting — see 08_profiling.ipynb')
 

@@ -1,6 +1,6 @@
 # GENERATED from solutions/profiling/sweep.py by `course stubs --write`: fill in the bodies that raise NotImplementedError.
 # The lesson is 08_profiling/08_profiling.ipynb. Exercises in this file (line of each hole, then the commands):
-#   8.4 Throughput vs batch, and the knee: lines 33, 52; `course check 8.4`, `course hint 8.4`
+#   8.4 Throughput vs batch, and the knee: lines 33, 54; `course check 8.4`, `course hint 8.4`
 """Throughput against batch size, and the knee where a bigger batch stops paying (8.4)."""
 
 from __future__ import annotations
@@ -34,15 +34,17 @@ def batch_sweep(model: GPT, batch_sizes: Sequence[int], *, context: int = 64, re
 
 
 def find_knee(batch_sizes: Sequence[float], throughputs: Sequence[float], *, min_gain: float = 0.1) -> Knee | None:
-    """The knee: after sorting the points by batch size, the FIRST point i (never the last
-    one) such that for EVERY later point j, throughput_j < throughput_i × (1 + min_gain) **
-    log2(b_j / b_i) — from b_i on, doubling the batch buys less than `min_gain` more
-    throughput, measured against b_i itself, so a noisy dip followed by recovery is no knee.
+    """The knee: over the points sorted by batch size, the FIRST point i (never the last
+    one) from which the batch never pays again: EVERY later point j gained, from b_i to b_j,
+    strictly less than `min_gain` per doubling of the batch (exactly `min_gain` still pays).
+    A gain per doubling compounds (two doublings at 10% each are 21%), and b_i -> b_j is
+    log2(b_j / b_i) doublings, a fraction when the spacing is uneven. Each j is judged against
+    b_i itself, not against its neighbour, so a noisy dip followed by recovery is no knee.
 
     Returns Knee(batch=b_i (an int when integral), index=i in the sorted order,
-    throughput=throughput_i, min_gain, gains) where gains[k] = (y[k+1] / y[k]) **
-    (1 / log2(b[k+1] / b[k])) - 1 for consecutive sorted points (inf where y[k] == 0).
-    None when no point qualifies (a single point; a curve still paying at its end).
+    throughput=y_i, min_gain, gains): gains[k] is the gain per doubling from sorted point k
+    to k+1, as a fraction (0.1 for 10%; inf where y[k] == 0). None when no point qualifies
+    (a single point; a curve still paying at its end).
     Raises ValueError on unequal lengths or no points, non-positive or duplicate batch
     sizes, non-finite or negative throughputs, or min_gain <= 0.
     """

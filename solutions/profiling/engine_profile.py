@@ -22,12 +22,13 @@ def profile_engine(engine, *, wait: int = 1, warmup: int = 1, active: int = 3, t
     counting rule is in EngineProfile's docstring.
 
     The steps are labelled as `label_engine` labels them ("schedule", "forward", "sample").
-    Only the last `active` steps are recorded: the profiler's schedule skips `wait` and
-    traces `warmup` steps without keeping them (`schedule(..., repeat=1)`); `record_shapes`
-    as given; activities: CPU, plus CUDA when `engine.device` is a GPU, whose work must land
-    in the step that queued it. The Chrome trace goes to `trace_path` when given. Raises ValueError (ints: wait >= 0,
-    warmup >= 0, active >= 1), and ValueError "the engine ran out of work at step i of n"
-    when a step has nothing to run (`engine.step().ran` is False).
+    Only the last `active` steps are recorded: the profiler's schedule skips the first `wait`
+    steps and traces the next `warmup` without keeping them, once (no second cycle);
+    `record_shapes` as given; activities: CPU, plus CUDA when `engine.device` is a GPU, whose
+    work must land in the step that queued it. The Chrome trace goes to `trace_path` when
+    given. Raises ValueError (ints: wait >= 0, warmup >= 0, active >= 1), and ValueError
+    "the engine ran out of work at step i of n" when a step has nothing to run
+    (`engine.step().ran` is False).
     """
     check_ints(0, wait=wait, warmup=warmup)
     check_int("active", active, 1)
@@ -37,9 +38,10 @@ def profile_engine(engine, *, wait: int = 1, warmup: int = 1, active: int = 3, t
     #   the event list split into steps for medians), how an event is assigned to a step (the step
     #   whose range holds its start), and what counts as a top-level operator (parent not an aten
     #   op).
-    # HINT: Run the steps inside `with profile(activities=..., schedule=schedule(...),
-    #   record_shapes=...) as prof:`, calling `prof.step()` after every engine step (and
-    #   synchronize(engine.device) before it, so GPU work lands in its own step).
+    # HINT: Run the steps inside `with profile(activities=..., schedule=schedule(wait=...,
+    #   warmup=..., active=..., repeat=1), record_shapes=...) as prof:`, calling `prof.step()`
+    #   after every engine step (and synchronize(engine.device) before it, so GPU work lands in
+    #   its own step).
     # HINT: After the run, `prof.key_averages()` gives the per-operator sums (count,
     #   self_cpu_time_total, cpu_time_total in µs); keep the keys starting "aten::".
     # HINT: For per-step figures use `prof.events()` (CPU events only): in torch 2.13 each recorded

@@ -22,15 +22,17 @@ def nbytes(*objs) -> int:
     An obj may be a tensor, an `nn.Module` (its parameters AND buffers), a list / tuple /
     dict (its values) of those, or any object whose attributes (`vars(obj)`, one level deep)
     are tensors or lists of tensors (a cache). Views and tied weights share storage (the
-    GPT's `lm_head.weight` IS `wte.weight`; `x[1]`, `x.t()` are views of x): two tensors
-    share a storage when (device, `untyped_storage().data_ptr()`) agree, and a storage
-    counts its `untyped_storage().nbytes()` once.
-    Nothing is changed; no tensor is copied.
+    GPT's `lm_head.weight` IS `wte.weight`; `x[1]`, `x.t()` are views of x): a storage
+    shared by several tensors counts once, and a view alone counts the whole storage it
+    views (a view of 10 of 1000 floats holds 4000 bytes). Storages on different devices
+    are different storages. Nothing is changed; no tensor is copied.
     """
     # BEGIN SOLUTION 8.3
     # DECISION: what identifies a storage (device and data pointer, so views and tied weights count
     #   once), how far to walk an object (modules' parameters and buffers, containers, one level of
     #   attributes), and on the CPU which profiler field to sum so no byte is counted twice.
+    # HINT: A tensor's storage is `t.untyped_storage()`; a view's own `t.data_ptr()` points
+    #   into it at an offset, the storage's `data_ptr()` does not: that is what identifies it.
     # HINT: Collect storages in a dict keyed by (str(t.device), storage.data_ptr()), the
     #   value its nbytes(); the answer is the sum of the values.
     # HINT: Walk the objects recursively: tensors are added, modules add their

@@ -61,12 +61,18 @@ def measure_peak_bandwidth(device=None, *, size: int | None = None, seconds: flo
 
 def classify(name: str, cost: Cost, seconds: float, peak_flops: float, peak_bandwidth: float, *,
              min_efficiency: float = 0.5) -> RooflinePoint:
-    """Place a step that did `cost` in `seconds` on the roofline: a `RooflinePoint` with
-    intensity = cost.intensity, attainable = min(peak_flops, intensity × peak_bandwidth),
-    achieved = cost.flops / seconds, efficiency = achieved / attainable, and its regime:
-    "overhead" when efficiency < min_efficiency (strictly: at exactly min_efficiency it is
-    not); else "compute" when intensity >= the ridge peak_flops / peak_bandwidth (at the
-    ridge both roofs meet), else "bandwidth".
+    """Place a step that did `cost` in `seconds` on this machine's roofline: a RooflinePoint.
+
+    intensity   cost.intensity, FLOPs per byte moved
+    achieved    the FLOP/s the step reached
+    attainable  the most FLOP/s a step of this intensity can reach here: no more than
+                `peak_flops`, and no more than `peak_bandwidth` bytes/s can feed it
+    efficiency  achieved as a fraction of attainable
+    regime      "overhead" when efficiency is below min_efficiency (strictly: at exactly
+                min_efficiency it is not); else "compute" when the compute roof is the one
+                that binds at this intensity, "bandwidth" when the bandwidth roof does (at
+                the ridge, where both roofs meet, it is "compute")
+
     Raises ValueError unless seconds, peak_flops and peak_bandwidth are finite numbers > 0
     and 0 < min_efficiency <= 1.
     """
@@ -77,9 +83,11 @@ def classify(name: str, cost: Cost, seconds: float, peak_flops: float, peak_band
         raise ValueError(f"min_efficiency must be in (0, 1], got {min_efficiency!r}")
     # BEGIN SOLUTION 8.5
     # HINT: The attainable rate at an intensity is the lower roof there; efficiency compares what
-    #   the step achieved with it.
+    #   the step achieved with it: attainable = min(peak_flops, intensity * peak_bandwidth),
+    #   achieved = cost.flops / seconds.
     # HINT: Decide overhead first (efficiency strictly below min_efficiency), then compare the
-    #   intensity with the ridge peak_flops / peak_bandwidth (at the ridge: compute).
+    #   intensity with the ridge, where the two roofs meet: peak_flops / peak_bandwidth (at the
+    #   ridge: compute).
     intensity = cost.intensity
     attainable = min(peak_flops, intensity * peak_bandwidth)
     achieved = cost.flops / seconds
@@ -102,9 +110,9 @@ class Peak:
 
 @dataclass(frozen=True)
 class RooflinePoint:
-    """A step placed on the roofline. `attainable`: the roof at its intensity,
-    min(peak FLOP/s, intensity × peak bandwidth); `achieved`: flops / seconds;
-    `efficiency`: achieved / attainable; `regime`: "compute", "bandwidth" or "overhead"."""
+    """A step placed on the roofline. `attainable`: the roof at its intensity (FLOP/s);
+    `achieved`: the FLOP/s it reached; `efficiency`: achieved as a fraction of attainable;
+    `regime`: "compute", "bandwidth" or "overhead" (see `classify`)."""
 
     name: str
     flops: float

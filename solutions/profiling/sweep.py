@@ -43,15 +43,17 @@ def batch_sweep(model: GPT, batch_sizes: Sequence[int], *, context: int = 64, re
 
 
 def find_knee(batch_sizes: Sequence[float], throughputs: Sequence[float], *, min_gain: float = 0.1) -> Knee | None:
-    """The knee: after sorting the points by batch size, the FIRST point i (never the last
-    one) such that for EVERY later point j, throughput_j < throughput_i × (1 + min_gain) **
-    log2(b_j / b_i) — from b_i on, doubling the batch buys less than `min_gain` more
-    throughput, measured against b_i itself, so a noisy dip followed by recovery is no knee.
+    """The knee: over the points sorted by batch size, the FIRST point i (never the last
+    one) from which the batch never pays again: EVERY later point j gained, from b_i to b_j,
+    strictly less than `min_gain` per doubling of the batch (exactly `min_gain` still pays).
+    A gain per doubling compounds (two doublings at 10% each are 21%), and b_i -> b_j is
+    log2(b_j / b_i) doublings, a fraction when the spacing is uneven. Each j is judged against
+    b_i itself, not against its neighbour, so a noisy dip followed by recovery is no knee.
 
     Returns Knee(batch=b_i (an int when integral), index=i in the sorted order,
-    throughput=throughput_i, min_gain, gains) where gains[k] = (y[k+1] / y[k]) **
-    (1 / log2(b[k+1] / b[k])) - 1 for consecutive sorted points (inf where y[k] == 0).
-    None when no point qualifies (a single point; a curve still paying at its end).
+    throughput=y_i, min_gain, gains): gains[k] is the gain per doubling from sorted point k
+    to k+1, as a fraction (0.1 for 10%; inf where y[k] == 0). None when no point qualifies
+    (a single point; a curve still paying at its end).
     Raises ValueError on unequal lengths or no points, non-positive or duplicate batch
     sizes, non-finite or negative throughputs, or min_gain <= 0.
     """
@@ -60,6 +62,8 @@ def find_knee(batch_sizes: Sequence[float], throughputs: Sequence[float], *, min
     _check_curve(b, y, min_gain, batch_sizes, throughputs)
     # BEGIN SOLUTION 8.4
     # HINT: Sort both arrays by batch size first (np.argsort(b)).
+    # HINT: A gain g per doubling over d doublings multiplies the throughput by (1 + g) ** d, so
+    #   the gain per doubling from k to k+1 is (y[k+1] / y[k]) ** (1 / log2(b[k+1] / b[k])) - 1.
     # HINT: For each i but the last, compare all later points at once: the roof
     #   y[i] * (1 + min_gain) ** np.log2(b[i+1:] / b[i]); the knee is the first i whose
     #   later points are all strictly below their roof.
