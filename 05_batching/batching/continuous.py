@@ -1,8 +1,8 @@
 # GENERATED from solutions/batching/continuous.py by `course stubs --write`: fill in the bodies that raise NotImplementedError.
 # The lesson is 05_batching/05_batching.ipynb. Exercises in this file (line of each hole, then the commands):
-#   5.4 Continuous batching: line 35; `course check 5.4`, `course hint 5.4`
-#   5.5 Chunked prefill: a token budget: line 47; `course check 5.5`, `course hint 5.5`
-#   5.6 Preemption, requeue and abort: line 63; `course check 5.6`, `course hint 5.6`
+#   5.4 Continuous batching: line 37; `course check 5.4`, `course hint 5.4`
+#   5.5 Chunked prefill: a token budget: line 49; `course check 5.5`, `course hint 5.5`
+#   5.6 Preemption, requeue and abort: line 65; `course check 5.6`, `course hint 5.6`
 """ContinuousBatching: iteration-level scheduling, chunked prefill, preemption (5.4–5.6)."""
 
 from __future__ import annotations
@@ -26,11 +26,13 @@ class ContinuousBatching(Scheduler):
 
     def schedule(self, now: float) -> SchedulerOutput:
         """The next step's plan at time `now`, a new SchedulerOutput. A step preempts or
-        admits, never both: a step in which the running requests do not fit (`tokens_held()
-        > max_cache_tokens`) preempts as `preempt` does and admits NOBODY, not even a request
-        that would fit the memory just freed (see `preempt`); any other step admits as
-        `admit_fcfs` does. `out.chunks` plans, as `plan_chunks` does, the requests running
-        once the step's admissions are made: a request runs in the step that admits it."""
+        admits, never both. A step that begins with the running requests holding more than
+        `max_cache_tokens` (`tokens_held()`) preempts, by `preempt`'s rule, and admits NOBODY,
+        not even a request that would fit the memory just freed (see `preempt`). Any other
+        step admits FCFS, the head of the waiting queue for as long as it fits. `out.chunks`
+        is the step's plan under the token budget (`plan_chunks`'s rule) over the requests
+        running once the step's admissions are made: a request runs in the step that admits
+        it."""
         out = SchedulerOutput()
         raise NotImplementedError('Exercise 5.4: Continuous batching — see 05_batching.ipynb')
         return out

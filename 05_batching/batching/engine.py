@@ -31,21 +31,21 @@ class Engine:
     """
 
     def abort(self, request_id: str) -> bool:
-        """Abort request `request_id` in any state: True once it has left its queue, given
-        its cache row back (`_release`, if it holds one) and FINISHED with reason "abort"
-        at `self.clock()`; False (changing nothing) if it had already finished. An unknown
-        id is a ValueError ("no request ...")."""
+        """Abort request `request_id` in any state: True, and then it is in neither queue of
+        the scheduler, holds no cache row (one it held is reset and free) and is FINISHED,
+        reason "abort", at `self.clock()`; False, changing nothing, if it had already
+        finished. An unknown id is a ValueError ("no request ...")."""
         if request_id not in self.requests:
             raise ValueError(f"no request with id {request_id!r} in this engine")
         raise NotImplementedError('Exercise 5.6: Preemption, requeue and abort — see 05_batching.ipynb')
 
     def _requeue(self, request: Request, now: float) -> None:
         """Take back a victim of the scheduler's `preempt` (PREEMPTED, already out of
-        `running`) at time `now`, the start of the step. Afterwards it holds no cache row
-        (`_release`: its K/V are forgotten, `num_computed` is 0, so it will recompute prompt +
-        output in one prefill), its `preemptions` has grown by one, it is WAITING at `now`,
-        and it is back in the scheduler's waiting queue at its old place (`scheduler.add`
-        queues by `Request.order`, which its arrival still sets)."""
+        `running`) at time `now`, the start of the step. Afterwards it holds no cache row (the
+        row is reset and free, its K/V forgotten, `num_computed` 0, so it will recompute
+        prompt + output in one prefill), its `preemptions` has grown by one, it is WAITING at
+        `now`, and it is back in the scheduler's waiting queue at its old place (the queue is
+        kept in `Request.order`, which its arrival still sets)."""
         raise NotImplementedError('Exercise 5.6: Preemption, requeue and abort — see 05_batching.ipynb')
 
     # ---- given ----------------------------------------------------------------------------------

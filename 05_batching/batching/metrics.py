@@ -1,6 +1,6 @@
 # GENERATED from solutions/batching/metrics.py by `course stubs --write`: fill in the bodies that raise NotImplementedError.
 # The lesson is 05_batching/05_batching.ipynb. Exercises in this file (line of each hole, then the commands):
-#   5.7 Metrics: TTFT, TPOT, ITL, p50/p99: lines 30, 37, 50; `course check 5.7`, `course hint 5.7`
+#   5.7 Metrics: TTFT, TPOT, ITL, p50/p99: lines 32, 39, 52; `course check 5.7`, `course hint 5.7`
 """Latency metrics: per request (queue, TTFT, TPOT, ITL, e2e), percentiles, a run's summary (5.7)."""
 
 from __future__ import annotations
@@ -19,11 +19,13 @@ def request_metrics(request: Request) -> RequestMetrics:
     """The RequestMetrics of one request, from its `arrival`, `events` and `token_times`
     (seconds; None where a metric does not exist). Changes nothing.
 
-    queue  first RUNNING event's time - arrival; None if it was never admitted
-    ttft   token_times[0] - arrival; None without output
-    itl    the gaps between consecutive token_times, a tuple (empty below two tokens)
-    tpot   their mean, (token_times[-1] - token_times[0]) / (tokens - 1); None below two
-    e2e    the last event's time - arrival once FINISHED (any reason); else None
+    queue  from arrival to its FIRST admission (RUNNING; a re-admission after a preemption
+           does not count); None if it was never admitted
+    ttft   from arrival to its first output token; None without output
+    itl    every gap between two consecutive output tokens, in order, a tuple (empty below
+           two tokens)
+    tpot   the mean of those gaps; None below two tokens
+    e2e    from arrival to the moment it FINISHED (any reason); None until then
     and request_id, prompt_tokens, output_tokens (len(output)), finish_reason, preemptions
     copied from the request.
     """

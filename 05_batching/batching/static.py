@@ -1,6 +1,6 @@
 # GENERATED from solutions/batching/static.py by `course stubs --write`: fill in the bodies that raise NotImplementedError.
 # The lesson is 05_batching/05_batching.ipynb. Exercises in this file (line of each hole, then the commands):
-#   5.2 Static batching and the ragged step: line 37; `course check 5.2`, `course hint 5.2`
+#   5.2 Static batching and the ragged step: line 40; `course check 5.2`, `course hint 5.2`
 """StaticBatching: request-level batching, the baseline (exercise 5.2)."""
 
 from __future__ import annotations
@@ -27,11 +27,14 @@ class StaticBatching(Scheduler):
     def schedule(self, now: float) -> SchedulerOutput:
         """The next step's plan at time `now`, a new SchedulerOutput.
 
-        A batch starts only when `running` is empty and `batch_ready(now)`: then the waiting
-        requests are admitted as `admit_fcfs` admits them (queue order, while each `fits`;
-        RUNNING at `now`, listed in `out.admitted`); otherwise nobody is admitted. Never
-        preempts. `out.chunks` is `plan_chunks()` of the requests running after that: each
-        with all its pending tokens (empty when nothing runs).
+        A batch's membership is fixed from the step that starts it until its last member
+        finishes: nobody is admitted while anyone runs. A new batch may start only in a step
+        where nothing runs and `batch_ready(now)` holds; it takes the head of the waiting
+        queue, in queue order, for as long as each request fits beside those taken before it
+        (FCFS: nobody overtakes one that does not fit), each RUNNING at `now` and listed in
+        `out.admitted`. Never preempts. `out.chunks`: every request running once the step's
+        admissions are made, with all its pending tokens (a new batch runs in the step that
+        starts it; empty when nothing runs).
         """
         out = SchedulerOutput()
         raise NotImplementedError('Exercise 5.2: Static batching and the ragged step — see 05_batching.ipynb')

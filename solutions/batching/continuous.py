@@ -21,11 +21,13 @@ class ContinuousBatching(Scheduler):
 
     def schedule(self, now: float) -> SchedulerOutput:
         """The next step's plan at time `now`, a new SchedulerOutput. A step preempts or
-        admits, never both: a step in which the running requests do not fit (`tokens_held()
-        > max_cache_tokens`) preempts as `preempt` does and admits NOBODY, not even a request
-        that would fit the memory just freed (see `preempt`); any other step admits as
-        `admit_fcfs` does. `out.chunks` plans, as `plan_chunks` does, the requests running
-        once the step's admissions are made: a request runs in the step that admits it."""
+        admits, never both. A step that begins with the running requests holding more than
+        `max_cache_tokens` (`tokens_held()`) preempts, by `preempt`'s rule, and admits NOBODY,
+        not even a request that would fit the memory just freed (see `preempt`). Any other
+        step admits FCFS, the head of the waiting queue for as long as it fits. `out.chunks`
+        is the step's plan under the token budget (`plan_chunks`'s rule) over the requests
+        running once the step's admissions are made: a request runs in the step that admits
+        it."""
         out = SchedulerOutput()
         # BEGIN SOLUTION 5.4
         # DECISION: the step's order: whether the running requests still fit is decided before

@@ -16,11 +16,13 @@ def request_metrics(request: Request) -> RequestMetrics:
     """The RequestMetrics of one request, from its `arrival`, `events` and `token_times`
     (seconds; None where a metric does not exist). Changes nothing.
 
-    queue  first RUNNING event's time - arrival; None if it was never admitted
-    ttft   token_times[0] - arrival; None without output
-    itl    the gaps between consecutive token_times, a tuple (empty below two tokens)
-    tpot   their mean, (token_times[-1] - token_times[0]) / (tokens - 1); None below two
-    e2e    the last event's time - arrival once FINISHED (any reason); else None
+    queue  from arrival to its FIRST admission (RUNNING; a re-admission after a preemption
+           does not count); None if it was never admitted
+    ttft   from arrival to its first output token; None without output
+    itl    every gap between two consecutive output tokens, in order, a tuple (empty below
+           two tokens)
+    tpot   the mean of those gaps; None below two tokens
+    e2e    from arrival to the moment it FINISHED (any reason); None until then
     and request_id, prompt_tokens, output_tokens (len(output)), finish_reason, preemptions
     copied from the request.
     """
@@ -30,7 +32,8 @@ def request_metrics(request: Request) -> RequestMetrics:
     #   only counted), and that ITL pools every gap rather than averaging per request.
     # HINT: every metric is a difference of two timestamps the request already holds:
     #   `arrival`, the first RUNNING event, `token_times`, the last event.
-    # HINT: n tokens have n - 1 gaps: TPOT averages the gaps, not the tokens.
+    # HINT: n tokens have n - 1 gaps: TPOT averages the gaps, not the tokens, and the gaps'
+    #   sum telescopes: (token_times[-1] - token_times[0]) / (n - 1).
     arrival = request.arrival
     admitted = next((e.time for e in request.events if e.state is State.RUNNING), None)
     times = request.token_times

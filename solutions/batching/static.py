@@ -24,16 +24,20 @@ class StaticBatching(Scheduler):
     def schedule(self, now: float) -> SchedulerOutput:
         """The next step's plan at time `now`, a new SchedulerOutput.
 
-        A batch starts only when `running` is empty and `batch_ready(now)`: then the waiting
-        requests are admitted as `admit_fcfs` admits them (queue order, while each `fits`;
-        RUNNING at `now`, listed in `out.admitted`); otherwise nobody is admitted. Never
-        preempts. `out.chunks` is `plan_chunks()` of the requests running after that: each
-        with all its pending tokens (empty when nothing runs).
+        A batch's membership is fixed from the step that starts it until its last member
+        finishes: nobody is admitted while anyone runs. A new batch may start only in a step
+        where nothing runs and `batch_ready(now)` holds; it takes the head of the waiting
+        queue, in queue order, for as long as each request fits beside those taken before it
+        (FCFS: nobody overtakes one that does not fit), each RUNNING at `now` and listed in
+        `out.admitted`. Never preempts. `out.chunks`: every request running once the step's
+        admissions are made, with all its pending tokens (a new batch runs in the step that
+        starts it; empty when nothing runs).
         """
         out = SchedulerOutput()
         # BEGIN SOLUTION 5.2
         # HINT: two steps: maybe start a batch (only when none is running), then plan the
-        #   chunks of whoever runs; the base class has a method for each.
+        #   chunks of whoever runs; the base class has a method for each (`admit_fcfs`,
+        #   `plan_chunks`).
         if not self.running and self.batch_ready(now):
             self.admit_fcfs(now, out)
         out.chunks = self.plan_chunks()
