@@ -5,7 +5,8 @@
 - markers: `exercise("1.3")` (a graded test of one exercise), `given` (a test of given
   code), `gpu` (needs CUDA; skipped without it).
 - a learner's `NotImplementedError("Exercise 1.3: ...")` is reported as one line,
-  `TODO: Exercise 1.3: ...`, instead of a traceback.
+  `TODO: Exercise 1.3: ...`, instead of a traceback; any other failure gets one telling line
+  (`course.failure_report`).
 - fixture `one_thread`: torch on one thread for a module's tests (restored afterwards).
   Stages whose tests run thousands of tiny matrix products use it from their conftest:
   a second thread only adds synchronisation there, or waiting for a core on a busy machine.
@@ -13,7 +14,8 @@
   exercise, first failure line, ...) as JSON (kept for tools that read a file after the run).
 - `--course-events-fd N`: stream one JSON line per event (collected, start, result,
   finish) to file descriptor N as it happens. `course grade` and `course check` read it
-  in the parent process, which decides and writes the results (see `course.runner`).
+  in the parent process, which decides and writes the results (see `course.runner`; the
+  results and the stream: `course.result_stream`).
 - hidden tests (`NN_stage/hidden_tests/`) are left out of a plain `pytest NN_stage`; they
   run with `--hidden-tests`, or when named on the command line (`pytest NN_stage/hidden_tests`).
 - a per-test time limit that kills: pytest-timeout's `--timeout` (ini `timeout`) is
@@ -27,21 +29,33 @@
 
 from __future__ import annotations
 
-import json
 import os
 import sys
-import time
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from course import answers, loader
+from course import loader
 from course.cuda import has_cuda
-from course.guard import GUARD_HOOK, TAMPER_KEY, keep_guarded, replaced_helpers
-from course.results import HIDDEN_DIR, META, RAN, Crash, TestResult, todo_line, todo_of_message
 
-# the per-test time limit's hooks are this plugin's: pytest finds a plugin's hooks by name
+# the plugin's other hooks live beside it, one concern a module; pytest finds a plugin's hooks
+# by name, so they are re-exported here: a failing test's one-line report, the results and the
+# event stream the grading parent reads, and the per-test time limit
+from course.failure_report import pytest_exception_interact, pytest_runtest_makereport
+from course.guard import GUARD_HOOK, keep_guarded
+from course.result_stream import (
+    exercise_of,
+    init_stash,
+    pytest_collection_finish,
+    pytest_collectreport,
+    pytest_runtest_logfinish,
+    pytest_runtest_logreport,
+    pytest_runtest_logstart,
+    pytest_sessionfinish,
+    pytest_sessionstart,
+    pytest_terminal_summary,
+)
+from course.results import HIDDEN_DIR
 from course.time_limit import (
     pytest_runtest_call,
     pytest_runtest_setup,
@@ -50,13 +64,11 @@ from course.time_limit import (
     pytest_timeout_set_timer,
 )
 
-__all__ = ["pytest_runtest_call", "pytest_runtest_setup", "pytest_runtest_teardown", "pytest_timeout_cancel_timer",
-           "pytest_timeout_set_timer", "visible_conftest"]  # and the hooks below
-
-_RESULTS_KEY = pytest.StashKey[list]()  # the TestResult of every test that ran, in order
-_ERRORS_KEY = pytest.StashKey[list]()
-_META_KEY = pytest.StashKey[dict]()  # nodeid -> TestResult of a collected test (META only)
-_RUNNING_KEY = pytest.StashKey[dict]()  # nodeid -> TestResult being assembled from its phases
+__all__ = ["exercise_of", "pytest_collection_finish", "pytest_collectreport", "pytest_exception_interact",
+           "pytest_runtest_call", "pytest_runtest_logfinish", "pytest_runtest_logreport", "pytest_runtest_logstart",
+           "pytest_runtest_makereport", "pytest_runtest_setup", "pytest_runtest_teardown", "pytest_sessionfinish",
+           "pytest_sessionstart", "pytest_terminal_summary", "pytest_timeout_cancel_timer", "pytest_timeout_set_timer",
+           "visible_conftest"]  # and the hooks below
 
 
 def pytest_addhooks(pluginmanager) -> None:
@@ -125,11 +137,9 @@ def pytest_configure(config: pytest.Config) -> None:
     impl = config.getoption("--impl", None)
     if impl:
         loader.set_impl(impl)
-    config.stash[_RESULTS_KEY] = []
-    config.stash[_ERRORS_KEY] = []
+    init_stash(config)
     _bound_shrinking(os.environ.get("COURSE_SHRINK_SECONDS"))
     _derandomize(os.environ.get("COURSE_DERANDOMIZE"))
-    config.stash[TAMPER_KEY] = []
 
 
 def _derandomize(flag: str | None) -> None:
@@ -289,271 +299,3 @@ def visible_conftest(hidden_conftest: str) -> dict:
         sys.modules[name] = module
         spec.loader.exec_module(module)
     return {k: v for k, v in vars(module).items() if not k.startswith("__")}
-
-
-def exercise_of(item: pytest.Item) -> str | None:
-    m = item.get_closest_marker("exercise")
-    if m is None:
-        return None
-    if not m.args or not isinstance(m.args[0], str):
-        raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.exercise needs an id like \"1.3\"")
-    return m.args[0]
-
-
-def _error_line(text: str) -> str:
-    """The most telling line of a long error report (the last `E   ...` line)."""
-    lines = [ln[1:].strip() for ln in text.splitlines() if ln.startswith("E ")]
-    if lines:
-        return lines[-1][:300]
-    rest = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
-    return rest[-1][:300] if rest else "error"
-
-
-def _collect_error_message(report: pytest.CollectReport) -> str:
-    """`NN_stage/module.py:LINE: SyntaxError: ... (while collecting ...)` when the learner's
-    module stopped the import (see `pytest_exception_interact`), else the last error line."""
-    from course.feedback import LearnerErrorRepr
-
-    if isinstance(report.longrepr, LearnerErrorRepr):
-        return f"{report.longrepr.lines[0]} (while collecting {report.nodeid})"
-    return f"could not collect {report.nodeid}: {_error_line(report.longreprtext)}"
-
-
-def pytest_collectreport(report: pytest.CollectReport) -> None:
-    if report.failed:
-        if _current_config is not None:
-            _current_config.stash[_ERRORS_KEY].append(_collect_error_message(report))
-
-
-def pytest_exception_interact(node, call: pytest.CallInfo, report) -> None:
-    """A test module that cannot be imported because of the learner's module (a syntax or
-    import error there) is reported at the learner's file and line, not the test's."""
-    if isinstance(report, pytest.CollectReport) and report.failed and call.excinfo is not None:
-        from course import feedback
-
-        found = feedback.collect_error(call.excinfo.value)
-        if found is not None:
-            head, lines = found
-            path, _, rest = head.partition(":")
-            lineno = int(rest.split(":", 1)[0]) if rest.split(":", 1)[0].isdigit() else 0
-            report.longrepr = feedback.LearnerErrorRepr(lines, path, lineno)
-
-
-_current_config: pytest.Config | None = None
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_sessionstart(session: pytest.Session) -> None:
-    global _current_config
-    _current_config = session.config
-
-
-class TodoRepr:
-    """A one-line failure report for an unfilled exercise (shown in the summary line too)."""
-
-    def __init__(self, message: str, path: str, lineno: int):
-        self.message = message
-        self.reprcrash = Crash(path, lineno, message)
-
-    def toterminal(self, tw) -> None:
-        tw.line(self.message, red=True, bold=True)
-
-    def __str__(self) -> str:
-        return self.message
-
-
-def _todo_message(excinfo) -> str | None:
-    """The stub's message if this failure is an unfilled exercise, else None.
-
-    Looks through chained exceptions and exception groups (Hypothesis raises a group when
-    it finds several distinct failures)."""
-    todo = [excinfo.value] if excinfo is not None else []
-    seen = set()
-    while todo:
-        exc = todo.pop(0)
-        if exc is None or id(exc) in seen:
-            continue
-        seen.add(id(exc))
-        if isinstance(exc, NotImplementedError) and todo_of_message(str(exc)) is not None:
-            return str(exc)
-        todo += [exc.__cause__, exc.__context__, *getattr(exc, "exceptions", ())]
-    return None
-
-
-def _first_line(report: pytest.TestReport) -> str:
-    """The failure on one line: the exception's type and its first non-empty lines (see
-    `course.feedback.summarize`; an `np.testing` message starts with a blank line)."""
-    from course.feedback import summarize_text
-
-    if report.skipped and isinstance(report.longrepr, tuple) and len(report.longrepr) == 3:
-        return str(report.longrepr[2])  # (path, line, "Skipped: why")
-    crash = getattr(report.longrepr, "reprcrash", None)
-    if crash is not None:
-        return summarize_text(str(crash.message)) if str(crash.message).strip() else "failed"
-    text = str(report.longrepr or "").strip().splitlines()
-    return text[-1][:300] if text else report.outcome
-
-
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
-    outcome = yield
-    report: pytest.TestReport = outcome.get_result()
-    if report.failed and call.excinfo is not None:
-        msg = _todo_message(call.excinfo)
-        if msg is not None:
-            path, lineno, _ = item.location
-            from course import feedback
-
-            report.longrepr = TodoRepr(feedback.todo_line(msg, item.get_closest_marker("exercise")), path,
-                                       (lineno or 0) + 1)
-            report.user_properties.append(("todo", msg))
-        else:  # one informative line for the summary and the results (see course.feedback)
-            from course.feedback import sharpen_report
-
-            sharpen_report(report, call.excinfo.value)
-
-
-def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
-    """A closing line: `course: exercises: 0/8 done (...); given code: 50 passed`."""
-    from course.feedback import terminal_summary
-
-    line = terminal_summary(config.stash.get(_RESULTS_KEY, []))
-    if line:
-        terminalreporter.write_line(f"course: {line}")
-    for nodeid, swapped in config.stash.get(TAMPER_KEY, [])[:5]:
-        terminalreporter.write_line(f"course: TAMPERING: {', '.join(swapped[:5])} replaced during {nodeid}; "
-                                    "the grader scores this stage 0", red=True)
-
-
-def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    _emit({"ev": "finish", "exitstatus": int(exitstatus)})
-    path = session.config.getoption("--course-results", None)
-    results = session.config.stash.get(_RESULTS_KEY, [])
-    if path:
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        Path(path).write_text(json.dumps({
-            "impl": loader.current_impl(),
-            "time": time.time(),
-            "exitstatus": int(exitstatus),
-            "results": [r.to_dict() for r in results],
-            "errors": session.config.stash.get(_ERRORS_KEY, []),
-            "tampering": [{"nodeid": n, "replaced": w} for n, w in session.config.stash.get(TAMPER_KEY, [])],
-        }, indent=1), encoding="utf-8")
-    # Remember the learner's latest results for `course status` (never for the solution runs).
-    if (loader.current_impl() == "student" and results and not os.environ.get("COURSE_NO_RECORD")
-            and not session.config.stash.get(TAMPER_KEY, [])):
-        try:
-            from course.progress import record
-
-            record(results)
-        except Exception:  # progress is a convenience; it must never break a test run
-            pass
-
-
-# ---- the event stream read by the grading parent -------------------------------------
-
-_events_fd: int | None = None
-
-
-def _emit(event: dict) -> None:
-    if _events_fd is None:
-        return
-    data = (json.dumps(event, separators=(",", ":")) + "\n").encode()
-    try:
-        while data:
-            n = os.write(_events_fd, data)
-            data = data[n:]
-    except OSError:
-        pass
-
-
-def _item_meta(item: pytest.Item) -> TestResult:
-    try:
-        ex = exercise_of(item)
-    except pytest.UsageError:
-        ex = None
-    m = item.get_closest_marker("exercise")
-    return TestResult.from_dict({"nodeid": item.nodeid, "exercise": ex,
-                                 "points": (m.kwargs.get("points") if m is not None else None),
-                                 "given": item.get_closest_marker("given") is not None,
-                                 "gpu": item.get_closest_marker("gpu") is not None})
-
-
-@pytest.hookimpl(trylast=True)
-def pytest_collection_finish(session: pytest.Session) -> None:
-    global _events_fd
-    metas = [_item_meta(it) for it in session.items]
-    session.config.stash[_META_KEY] = {m.nodeid: m for m in metas}
-    fd = session.config.getoption("--course-events-fd", None)
-    if fd is None:
-        return
-    _events_fd = fd
-    _emit({"ev": "collected", "tests": [m.to_dict(META) for m in metas],
-           "errors": list(session.config.stash.get(_ERRORS_KEY, []))})
-    answers.set_sink(_emit_answer)
-
-
-_in_test: str | None = None  # the test between its start and finish events
-
-
-def _emit_answer(record: dict) -> None:
-    """`course.answer` under grading: the value, as plain data, for the running test."""
-    if _in_test is not None:
-        _emit({"ev": "answer", "nodeid": _in_test, **record})
-
-
-def pytest_runtest_logstart(nodeid: str, location) -> None:
-    global _in_test
-    _in_test = nodeid
-    _emit({"ev": "start", "nodeid": nodeid})
-
-
-def _meta(nodeid: str) -> TestResult:
-    return _current_config.stash.get(_META_KEY, {}).get(nodeid) or TestResult(nodeid)
-
-
-def _running(nodeid: str) -> TestResult:
-    """The result of a running test, assembled phase by phase (it starts as passed)."""
-    running = _current_config.stash.setdefault(_RUNNING_KEY, {})
-    if nodeid not in running:
-        running[nodeid] = replace(_meta(nodeid), outcome="passed")
-    return running[nodeid]
-
-
-@pytest.hookimpl(trylast=True)
-def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    """Fold one phase's report (setup, call, teardown) into the test's result: the first
-    failure decides it, else a skip; the durations add up."""
-    if _current_config is None:
-        return
-    r = _running(report.nodeid)
-    r.duration += report.duration
-    todo = next((v for k, v in report.user_properties if k == "todo"), None)
-    if report.failed and r.outcome != "failed":
-        r.outcome, r.todo = "failed", todo
-        r.message = todo_line(todo) if todo else _first_line(report)
-        if report.when == "teardown":
-            r.message = "error in teardown: " + r.message
-    elif report.skipped and r.outcome == "passed":
-        r.outcome = "skipped"
-        lr = report.longrepr
-        r.skip_reason = str(lr[2]) if isinstance(lr, tuple) and len(lr) == 3 else str(lr or "")
-
-
-def pytest_runtest_logfinish(nodeid: str, location) -> None:
-    global _in_test
-    _in_test = None
-    if _current_config is None:
-        return
-    r = _current_config.stash.get(_RUNNING_KEY, {}).pop(nodeid, None)
-    r = r or replace(_meta(nodeid), outcome="failed", message="no report")
-    r.duration = round(r.duration, 4)
-    swapped = replaced_helpers()
-    if swapped:
-        _current_config.stash[TAMPER_KEY].append((nodeid, swapped))
-        if r.outcome == "passed":
-            r = replace(r, outcome="failed", message=f"tampering: {', '.join(swapped[:3])} replaced during the test")
-    _current_config.stash[_RESULTS_KEY].append(r)
-    _emit({"ev": "result", "nodeid": nodeid, **r.to_dict(RAN)})
-    if swapped:  # after the result: the runner stops the process at this event, the result already read
-        _emit({"ev": "tamper", "nodeid": nodeid, "replaced": swapped[:10]})
