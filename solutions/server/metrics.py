@@ -19,11 +19,11 @@ def request_log(request: Request, finish_reason: str | None = None) -> dict:
     exist (no first token, never scheduled):
 
         queue_s    arrival -> the FIRST RUNNING event (a preempted request is not requeued)
-        ttft_s     arrival -> first output token (`request.token_times[0]`)
+        ttft_s     arrival -> first output token
         prefill_s  first RUNNING event -> first output token
         decode_s   first output token -> last output token (0 for a single token)
         e2e_s      arrival -> finished (the time of the last of `request.events`)
-        mean_tpot_s  decode_s / (output tokens - 1); None below 2 tokens
+        mean_tpot_s  the mean gap between consecutive output tokens; None below 2 tokens
 
     so that a request finishing with its last token has e2e = queue + prefill + decode.
     `prompt_tokens` / `output_tokens` are the lengths of `request.prompt` / `.output`;
@@ -37,6 +37,8 @@ def request_log(request: Request, finish_reason: str | None = None) -> dict:
     #   how many observations each histogram gets (k tokens: k - 1 gaps).
     # HINT: Find the three instants first: when it was first scheduled (the first event
     #   whose state is State.RUNNING, or None), its first and last token times (or None).
+    # HINT: k tokens have k - 1 gaps, and their sum is the decode time: the mean gap is
+    #   decode_s / (k - 1).
     # HINT: Each span is a difference of two instants, None when either is missing (the
     #   end of e2e is `request.events[-1].time`); build the dict in LOG_KEYS order, and
     #   `getattr(request, "num_cached_tokens", 0)` may still be None.
