@@ -48,6 +48,7 @@ def pytest_exception_interact(node, call: pytest.CallInfo, report) -> None:
             lineno = int(rest.split(":", 1)[0]) if rest.split(":", 1)[0].isdigit() else 0
             report.longrepr = feedback.LearnerErrorRepr(lines, path, lineno)
 
+
 class TodoRepr:
     """A one-line failure report for an unfilled exercise (shown in the summary line too)."""
 
