@@ -8,10 +8,7 @@
 `model.norm.weight`, `lm_head.weight`), in its order, so its weights load either way. Tied
 embeddings share one Parameter, and `lm_head.weight` is still a key, as it is in Hugging Face's.
 
-The pieces have the names of solutions/gpt.py's GPT, with two differences a cached engine must
-follow: `qkv` takes the positions (RoPE is applied there), and K/V have n_kv_heads heads.
-Stage 04's `forward_cached` is written for the GPT and does neither, so it drives the GPT only.
-A cached engine on this model would run:
+The GPT's pieces (solutions/gpt.py), but `qkv` takes positions and K/V have n_kv_heads; an engine runs:
 
     x = model.embed(idx)                                     # (B, T, C): no positions here
     for block in model.blocks:
