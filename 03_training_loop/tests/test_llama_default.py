@@ -48,6 +48,23 @@ def test_vocabulary_build_is_deterministic(tmp_path):
     assert a == b and a["vocab_size"] == 270 and a["tokens"][0] == EOT_TOKEN
 
 
+@pytest.mark.given
+def test_bytes_per_token_splits_code_from_prose_and_counts_every_file(tmp_path):
+    tok = load_course_bpe()
+    code = ["def f(x):\n    return x + 1\n", "import os\n"]
+    prose = ["The quick brown fox jumps over the lazy dog. Émile wrote 漢字."]
+    a, b = tmp_path / "val.jsonl", tmp_path / "test.jsonl"
+    a.write_text(json.dumps({"id": "py:a.py", "text": code[0]}) + "\n\n"
+                 + json.dumps({"id": "topic:t", "text": prose[0]}) + "\n")
+    b.write_text(json.dumps({"id": "py:b.py", "text": code[1]}) + "\n")
+    rows = _bpe_data.bytes_per_token([a, b], {"ours": tok})
+    assert [(r["text"], r["documents"]) for r in rows] == [("code", 2), ("prose", 1)]
+    for r, docs in zip(rows, (code, prose)):
+        n_bytes = sum(len(d.encode("utf-8")) for d in docs)
+        assert r["bytes"] == n_bytes  # bytes, not characters
+        assert r["ours"] == n_bytes / sum(len(tok.encode(d)) for d in docs)  # summed before dividing
+
+
 @pytest.mark.exercise("3.9")
 def test_bpb_counts_the_bytes_each_target_spells():
     tok = load_course_bpe()

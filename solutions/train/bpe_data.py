@@ -106,13 +106,59 @@ def evaluate_bpe(model: nn.Module, tokens: torch.Tensor, nbytes: torch.Tensor, *
             "bpb": ev["loss"] * ev["tokens"] / LN2 / max(n_bytes, 1)}
 
 
+def bytes_per_token(paths: list[Path], tokenizers: dict[str, ByteLevelBPE]) -> list[dict]:
+    """UTF-8 bytes per token of each tokenizer on the documents of the JSONL files `paths`,
+    one row per kind of document: "code" (ids `py:...`) and "prose" (every other id), each
+    {"text", "documents", "bytes", name: bytes per token for each tokenizer}."""
+    docs: dict[str, list[str]] = {"code": [], "prose": []}
+    for path in paths:
+        with Path(path).open(encoding="utf-8") as f:
+            for line in f:
+                if line.strip():
+                    r = json.loads(line)
+                    docs["code" if r["id"].startswith("py:") else "prose"].append(r["text"])
+    rows = []
+    for kind, texts in docs.items():
+        n_bytes = sum(len(t.encode("utf-8")) for t in texts)
+        row: dict = {"text": kind, "documents": len(texts), "bytes": n_bytes}
+        for name, tok in tokenizers.items():
+            row[name] = n_bytes / max(1, sum(len(tok.encode(t)) for t in texts))
+        rows.append(row)
+    return rows
+
+
+def print_bytes_per_token(data: str | None, vocab: str | Path) -> None:
+    """The README's table: bytes per token of the course vocabulary `vocab` and of SmolLM2's
+    on the val and test splits, which never shape the course vocabulary."""
+    from solutions.dedup.smollm2 import gguf_tokenizer
+
+    from .cli import corpus_splits
+
+    _, val_path = corpus_splits(data)
+    ours, smol = load_course_bpe(vocab), gguf_tokenizer()
+    names = {f"course BPE ({ours.vocab_size:,})": ours, f"SmolLM2 ({smol.vocab_size:,})": smol}
+    rows = bytes_per_token([val_path, val_path.with_name("test.jsonl")], names)
+    print(f"bytes per token on the val and test splits ({Path(vocab).name} was trained on the train split)\n")
+    print("| text | documents | bytes | bytes (256) | " + " | ".join(names) + " |")
+    print("| --- | ---: | ---: | ---: |" + " ---: |" * len(names))
+    for r in rows:
+        print(f"| {r['text']} | {r['documents']} | {r['bytes']:,} | 1.00 | "
+              + " | ".join(f"{r[n]:.2f}" for n in names) + " |")
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m solutions.train.bpe_data",
                                 description="Train the course's BPE vocabulary on stage 02's train split.")
     p.add_argument("--vocab-size", type=int, default=4096)
     p.add_argument("--data", default=None, help="folder with train.jsonl (default: stage 02's data/corpus)")
     p.add_argument("--out", default=str(COURSE_BPE))
+    p.add_argument("--bytes-per-token", metavar="VOCAB", nargs="?", const=str(COURSE_BPE), default=None,
+                   help="no training: print bytes per token of VOCAB (default: the course's) and of "
+                        "SmolLM2's vocabulary on the val and test splits")
     args = p.parse_args(argv)
+    if args.bytes_per_token is not None:
+        print_bytes_per_token(args.data, args.bytes_per_token)
+        return 0
     from .cli import corpus_splits
 
     train_path, _ = corpus_splits(args.data)
