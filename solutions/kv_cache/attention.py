@@ -24,14 +24,14 @@ def forward_cached(model: GPT, idx: torch.Tensor, cache: CacheProtocol, *,
     at p, its K, V are written at p (each layer; padding never), and it attends to positions
     0..p of its own row only. Padded tokens are embedded at position 0 (q_pos 0 for `attend`);
     their logits are unspecified. Real ones equal `model(whole sequence)` to float32 rounding.
-    The cache is used only through CacheProtocol: `reserve(rows, new lengths)` before any
-    write; per layer, `write(layer, rows, positions, k, v)` of the real tokens before that
-    layer's `attend(layer, rows, q, q_pos)` (if the cache has it) or `view(layer, rows,
-    longest new length)`; rows as checked below (None -> slice(0, B); a slice stays a slice);
-    cache.lengths[rows] becomes the new lengths only after the last layer. GPT's pieces:
-    model.embed(idx, pos); in each of model.blocks ln_1, attn.qkv (-> q, k, v (B, H, T, D)),
-    attn.out ((B, H, T, D) -> (B, T, C)), ln_2, mlp; model.head. Errors, before any write or
-    advance: ValueError naming "context" past model.config.block_size; reserve's CacheFullError.
+    Only CacheProtocol touches the cache, and what it sees must hold: nothing is written
+    before `reserve(rows, new lengths)` has accepted them; in each layer the real tokens' K,
+    V are in the cache (`write`) before that layer reads it, by `attend(layer, rows, q,
+    q_pos)` where the cache has that method, else by `view(layer, rows, longest new length)`;
+    rows reach it as checked below (None -> slice(0, B); a slice stays a slice); its
+    lengths[rows] hold the new lengths only once the last layer is done. The model runs piece
+    by piece (its pieces: the lesson's table). Errors, before any write or advance:
+    ValueError naming "context" past model.config.block_size; reserve's CacheFullError.
     """
     rows, n_new = _check_cached_call(model, idx, cache, rows, n_new)
     # BEGIN SOLUTION 4.1
@@ -45,6 +45,8 @@ def forward_cached(model: GPT, idx: torch.Tensor, cache: CacheProtocol, *,
     # HINT: Check the context and `cache.reserve` before anything is written. Then run the
     #   blocks as `GPT.forward` does, except that each layer writes the real tokens' k, v to
     #   the cache as (N, H, D) and attends over what the cache returns (`attend`, or `view`).
+    #   GPT's pieces: x = model.embed(idx, pos); per block, q, k, v = attn.qkv(ln_1(x)) (each
+    #   (B, H, T, D)), x + attn.out(y), then x + mlp(ln_2(x)); model.head(x) the logits.
     # HINT: The mask is (B, 1, T, length) booleans: key j is visible to token t of row b iff
     #   j <= start[b] + t. Padding is embedded at position 0; advance cache.lengths last.
     B, T = idx.shape
