@@ -1,7 +1,7 @@
 # GENERATED from solutions/train/optim.py by `course stubs --write`: fill in the bodies that raise NotImplementedError.
 # The lesson is 03_training_loop/03_training_loop.ipynb. Exercises in this file (line of each hole, then the commands):
 #   3.1 SGD with momentum: line 39; `course check 3.1`, `course hint 3.1`
-#   3.2 AdamW: line 78; `course check 3.2`, `course hint 3.2`
+#   3.2 AdamW: line 79; `course check 3.2`, `course hint 3.2`
 """Optimisers on the stage-01 engine, as `torch.optim` does them: SGD with momentum, AdamW."""
 
 from __future__ import annotations
@@ -31,9 +31,9 @@ class SGD(PlainSGD):
         self.velocity = [np.zeros_like(p.data) for p in self.params]
 
     def step(self) -> None:
-        """One in-place update of each parameter with a gradient, `torch.optim.SGD`'s (dampening
-        0, no Nesterov; L2 decay: it enters through the gradient) to 1e-10; one velocity per
-        parameter in `self.velocity`, zeros at first, carried from step to step.
+        """One in-place update of each parameter with a gradient: `torch.optim.SGD`'s (dampening 0,
+        no Nesterov) to 1e-10, step after step; weight_decay is L2, the penalty weight_decay/2 ·
+        ||p||² on the loss. `self.velocity[i]`, zeros at first, is param i's, kept across steps.
         Skips a parameter whose grad is None (data, velocity unchanged); grads stay unmodified.
         """
         raise NotImplementedError('Exercise 3.1: SGD with momentum — see 03_training_loop.ipynb')
@@ -65,14 +65,15 @@ class AdamW(PlainSGD):
     def step(self) -> None:
         """One in-place update of each parameter with a gradient; `torch.optim.AdamW`'s, to 1e-10.
 
-        Step t = 1, 2, ... (`self.t` counts every call, with or without gradients): the update
-        of `torch.optim.AdamW` (amsgrad off). Decoupled decay: the weights shrink by the factor
-        1 - lr * weight_decay, and the decay never enters m or v. m and v are running means of
-        g and g² with rates beta1, beta2, stored uncorrected; the step divides each by its
-        bias correction 1 - beta**t, and eps is added to the root of v's. The decay comes
-        first: the Adam step is taken from the decayed weights (as torch does). The bias
-        corrections make the first step move every weight by about lr, whatever the
+        Each call is one optimizer step, counted in `self.t` (1 after the first call; every call
+        counts, with or without gradients): the update of `torch.optim.AdamW` (amsgrad off) with
+        the same lr, betas, eps and weight_decay, step after step, also when `self.lr` changes
+        between steps (it is read at each step). `m[i]` and `v[i]` hold parameter i's running
+        means of g and g² (rates beta1, beta2) WITHOUT bias correction, as torch's `exp_avg`
+        and `exp_avg_sq` do. The decay is decoupled: it never enters m or v, and a weight whose
+        gradients have all been zero shrinks by exactly the factor 1 - lr * weight_decay a
+        step. Bias correction makes the first step move every weight by about lr, whatever the
         gradient's scale. A parameter whose grad is None is skipped entirely (no decay either;
-        its m and v unchanged). Grads are not modified; `self.lr` is read at each step.
+        its m and v unchanged). Grads are not modified.
         """
         raise NotImplementedError('Exercise 3.2: AdamW — see 03_training_loop.ipynb')

@@ -27,19 +27,22 @@ class SGD(PlainSGD):
         self.velocity = [np.zeros_like(p.data) for p in self.params]
 
     def step(self) -> None:
-        """One in-place update of each parameter with a gradient, `torch.optim.SGD`'s (dampening
-        0, no Nesterov; L2 decay: it enters through the gradient) to 1e-10; one velocity per
-        parameter in `self.velocity`, zeros at first, carried from step to step.
+        """One in-place update of each parameter with a gradient: `torch.optim.SGD`'s (dampening 0,
+        no Nesterov) to 1e-10, step after step; weight_decay is L2, the penalty weight_decay/2 ·
+        ||p||² on the loss. `self.velocity[i]`, zeros at first, is param i's, kept across steps.
         Skips a parameter whose grad is None (data, velocity unchanged); grads stay unmodified.
         """
         # BEGIN SOLUTION 3.1
         # DECISION: where the decay enters (added to the gradient, before the velocity) and what the
         #   first velocity is (the gradient itself: zeros times momentum plus g), and that the
         #   velocity persists across calls while the caller's gradient is never changed.
+        # HINT: The penalty weight_decay/2 * ||p||² adds its gradient, weight_decay * p, to the
+        #   step's gradient, so the velocity carries the decay too; make that sum a new array
+        #   (writing it into p.grad would change the caller's gradient).
         # HINT: Keep one velocity array per parameter (self.velocity) and update it in place,
         #   so it carries over from step to step.
-        # HINT: Per parameter with a gradient: add the decay to the gradient (g = grad +
-        #   weight_decay * data), then v = momentum * v + g, then data -= lr * v.
+        # HINT: Per parameter with a gradient: g = grad + weight_decay * data, then v = momentum *
+        #   v + g, then data -= lr * v.
         for p, v in zip(self.params, self.velocity):
             if p.grad is None:
                 continue
@@ -76,15 +79,16 @@ class AdamW(PlainSGD):
     def step(self) -> None:
         """One in-place update of each parameter with a gradient; `torch.optim.AdamW`'s, to 1e-10.
 
-        Step t = 1, 2, ... (`self.t` counts every call, with or without gradients): the update
-        of `torch.optim.AdamW` (amsgrad off). Decoupled decay: the weights shrink by the factor
-        1 - lr * weight_decay, and the decay never enters m or v. m and v are running means of
-        g and g² with rates beta1, beta2, stored uncorrected; the step divides each by its
-        bias correction 1 - beta**t, and eps is added to the root of v's. The decay comes
-        first: the Adam step is taken from the decayed weights (as torch does). The bias
-        corrections make the first step move every weight by about lr, whatever the
+        Each call is one optimizer step, counted in `self.t` (1 after the first call; every call
+        counts, with or without gradients): the update of `torch.optim.AdamW` (amsgrad off) with
+        the same lr, betas, eps and weight_decay, step after step, also when `self.lr` changes
+        between steps (it is read at each step). `m[i]` and `v[i]` hold parameter i's running
+        means of g and g² (rates beta1, beta2) WITHOUT bias correction, as torch's `exp_avg`
+        and `exp_avg_sq` do. The decay is decoupled: it never enters m or v, and a weight whose
+        gradients have all been zero shrinks by exactly the factor 1 - lr * weight_decay a
+        step. Bias correction makes the first step move every weight by about lr, whatever the
         gradient's scale. A parameter whose grad is None is skipped entirely (no decay either;
-        its m and v unchanged). Grads are not modified; `self.lr` is read at each step.
+        its m and v unchanged). Grads are not modified.
         """
         # BEGIN SOLUTION 3.2
         # DECISION: the order within a step (count t first; decay the weights, not the gradient,
@@ -92,7 +96,8 @@ class AdamW(PlainSGD):
         #   (bias-corrected), and where eps sits (outside the square root).
         # HINT: Count the step first (self.t += 1): both bias corrections 1 - beta**t use it.
         # HINT: Decay the weights directly (p.data *= 1 - lr * weight_decay) before the Adam update;
-        #   the decay never enters m or v.
+        #   the decay never enters m or v. That is torch's order: decaying after the Adam step
+        #   moves a weight by lr² * weight_decay * (its step) more, far past 1e-10.
         # HINT: m = beta1 * m + (1 - beta1) * g and v = beta2 * v + (1 - beta2) * g * g, in place.
         # HINT: Divide each by its correction only in the step: p.data -= lr * (m / c1) / (sqrt(v /
         #   c2) + eps). The stored m and v stay uncorrected.
