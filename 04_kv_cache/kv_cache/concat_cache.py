@@ -1,6 +1,6 @@
 # GENERATED from solutions/kv_cache/concat_cache.py by `course stubs --write`: fill in the bodies that raise NotImplementedError.
 # The lesson is 04_kv_cache/04_kv_cache.ipynb. Exercises in this file (line of each hole, then the commands):
-#   4.2 ConcatKVCache: the torch.cat baseline: lines 33, 38, 42; `course check 4.2`, `course hint 4.2`
+#   4.2 ConcatKVCache: the torch.cat baseline: lines 34, 39, 43; `course check 4.2`, `course hint 4.2`
 """Exercise 4.2: `ConcatKVCache`, the naive cache that grows by `torch.cat` (the baseline)."""
 
 from __future__ import annotations
@@ -27,9 +27,10 @@ class ConcatKVCache(_CacheBase):
         self.reset()
 
     def reserve(self, rows, new_lengths: torch.Tensor) -> None:
-        """Past max_len: CacheFullError (`self._check_room`), nothing changed. Else, when
-        max(new_lengths) > L, every layer's K and V become NEW tensors of exactly
-        max(new_lengths) positions (the old ones copied, the new ones zeros); else nothing."""
+        """Room for `rows` to hold new_lengths (B,) tokens. A row past max_len: CacheFullError
+        (a ValueError), nothing changed. Otherwise L becomes max(L, max(new_lengths)): if it
+        grew, every layer's K and V are NEW tensors of exactly that many positions, the old
+        positions' values kept and the new ones zeros; if not, nothing changed."""
         raise NotImplementedError('Exercise 4.2: ConcatKVCache: the torch.cat baseline — see 04_kv_cache.ipynb')
 
     def write(self, layer: int, rows: torch.Tensor, positions: torch.Tensor,

@@ -30,7 +30,7 @@ class KVCache(_CacheBase):
         raise NotImplementedError('Exercise 4.3: KVCache: preallocated, written in place — see 04_kv_cache.ipynb')
 
     def reserve(self, rows, new_lengths: torch.Tensor) -> None:
-        """Nothing to allocate; only refuse to run past max_len (CacheFullError, `self._check_room`)."""
+        """Allocates nothing: a row past max_len is a CacheFullError, anything else changes nothing."""
         raise NotImplementedError('Exercise 4.3: KVCache: preallocated, written in place — see 04_kv_cache.ipynb')
 
     def write(self, layer: int, rows: torch.Tensor, positions: torch.Tensor,

@@ -24,16 +24,18 @@ class ConcatKVCache(_CacheBase):
         self.reset()
 
     def reserve(self, rows, new_lengths: torch.Tensor) -> None:
-        """Past max_len: CacheFullError (`self._check_room`), nothing changed. Else, when
-        max(new_lengths) > L, every layer's K and V become NEW tensors of exactly
-        max(new_lengths) positions (the old ones copied, the new ones zeros); else nothing."""
+        """Room for `rows` to hold new_lengths (B,) tokens. A row past max_len: CacheFullError
+        (a ValueError), nothing changed. Otherwise L becomes max(L, max(new_lengths)): if it
+        grew, every layer's K and V are NEW tensors of exactly that many positions, the old
+        positions' values kept and the new ones zeros; if not, nothing changed."""
         # BEGIN SOLUTION 4.2
         # DECISION: the layout's axes (rows dim 0, positions dim 2) and when to grow: only by what
         #   the longest new length needs, after the room check, as new tensors.
         # HINT: torch.cat cannot grow a tensor in place: it builds a new one. Append a block
         #   of zeros along the positions axis (dim 2) of every layer's K and V.
-        # HINT: Check the room first, and grow only by what max(new_lengths) needs beyond the
-        #   current length (`self.k[0].shape[2]`).
+        # HINT: Check the room first (the given `self._check_room(new_lengths)` raises), and
+        #   grow only by what max(new_lengths) needs beyond the current length
+        #   (`self.k[0].shape[2]`).
         self._check_room(new_lengths)
         need = int(new_lengths.max()) if new_lengths.numel() else 0
         have = self.k[0].shape[2]

@@ -34,9 +34,10 @@ class KVCache(_CacheBase):
         # END SOLUTION
 
     def reserve(self, rows, new_lengths: torch.Tensor) -> None:
-        """Nothing to allocate; only refuse to run past max_len (CacheFullError, `self._check_room`)."""
+        """Allocates nothing: a row past max_len is a CacheFullError, anything else changes nothing."""
         # BEGIN SOLUTION 4.3
-        # HINT: There is nothing to allocate: reserve is only the max_len check.
+        # HINT: There is nothing to allocate: reserve is only the max_len check (the given
+        #   `self._check_room(new_lengths)`).
         self._check_room(new_lengths)
         # END SOLUTION
 
