@@ -18,13 +18,13 @@ from .arguments import check_positive
 def clip_grad_norm(params: Iterable[Tensor], max_norm: float) -> float:
     """Scale all gradients by one factor, in place, so their global L2 norm is <= `max_norm`.
 
-    Returns the global norm BEFORE clipping, a Python float: sqrt of the sum over every
-    parameter with a gradient of sum(grad**2), accumulated in float64 (all gradients as one
-    long vector; 0.0 when no parameter has a gradient). If the factor max_norm / (norm + 1e-6)
-    is below 1, every gradient is multiplied by it (`torch.nn.utils.clip_grad_norm_`'s formula, to 1e-10); otherwise no
-    gradient changes. One factor for all keeps the step's direction. The
-    gradients are scaled in place (the same arrays); a parameter whose grad is None is
-    skipped and stays None; `params` may be any iterable (it is read once).
+    Returns the global norm BEFORE clipping, a Python float: the L2 norm of all the gradients
+    seen together as one long vector, accumulated in float64 (0.0 when no parameter has a
+    gradient). The gradients afterwards are `torch.nn.utils.clip_grad_norm_`'s, to 1e-10: its
+    clip coefficient is max_norm / (norm + 1e-6), and it never scales a gradient up (under the
+    limit no gradient changes). One factor for all keeps the step's direction. The gradients
+    are scaled in place (the same arrays); a parameter whose grad is None is skipped and
+    stays None; `params` may be any iterable (it is read once).
     ValueError: max_norm not a positive number.
     """
     check_positive(max_norm=max_norm)

@@ -10,13 +10,15 @@ from solutions.checks import check_int
 def lr_schedule(step: int, *, max_lr: float, warmup_steps: int, total_steps: int, min_lr: float = 0.0) -> float:
     """The learning rate (a float) for optimizer step `step`, 0-based. A pure function.
 
-    - step < warmup_steps: linear warmup, step 0 gets max_lr / warmup_steps (never 0) and
-      step warmup_steps - 1 gets max_lr (no warmup when warmup_steps == 0);
-    - warmup_steps <= step < total_steps: half a cosine period from max_lr (at warmup_steps)
-      down towards min_lr (reached at total_steps);
-    - step >= total_steps: min_lr.
-    Equal (to 1e-9) to PyTorch's LinearLR(start_factor=1/warmup_steps) followed by
-    CosineAnnealingLR(T_max=total_steps - warmup_steps, eta_min=min_lr).
+    - the first `warmup_steps` steps warm up along a straight line that never gives 0: step 0
+      gets max_lr / warmup_steps, step warmup_steps - 1 gets max_lr (warmup_steps == 0: none);
+    - steps warmup_steps .. total_steps - 1 follow half a cosine period, from max_lr at step
+      warmup_steps down towards min_lr, which it would reach at step total_steps (halfway
+      between those two steps the rate is the mean of max_lr and min_lr);
+    - every step from total_steps on gets min_lr (warmup_steps == total_steps: no cosine).
+    Equal (to 1e-9) to PyTorch's LinearLR(start_factor=1/warmup_steps, total_iters=max(1,
+    warmup_steps - 1)) over the warmup steps, then CosineAnnealingLR(T_max=total_steps -
+    warmup_steps, eta_min=min_lr).
     ValueError: step not an int >= 0 (NumPy integers are ints; bools and floats are not),
     unless 0 <= warmup_steps <= total_steps and total_steps >= 1, unless 0 <= min_lr <= max_lr.
     """
