@@ -151,6 +151,11 @@ def main() -> None:
     print(f"\nmodel: {what}; sweep timed by {'CPU time' if clock is time.process_time else 'wall clock'}; "
           "knee (doubling adds < 10%): "
           + (f"batch {knee.batch}" if knee else "none inside the sweep"))
+    from course.profile import print_reliability, reliability  # the report's rule for noisy figures
+
+    sweep = {"points": [{"batch": p.batch, "tokens_per_s": p.tokens_per_s, "spread": p.spread} for p in points],
+             "knee": {"batch": knee.batch} if knee else None}
+    print_reliability(reliability({"sweep": sweep, "environment": {"threads": args.threads}}))
     if args.plot:
         import matplotlib
 

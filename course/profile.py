@@ -146,6 +146,12 @@ def reliability(data: dict) -> list[str]:
     return notes
 
 
+def print_reliability(notes: list[str]) -> None:
+    """Print reliability()'s sentences, each flagged `unreliable:` but the closing advice."""
+    for note in notes:
+        print(f"unreliable: {note}" if not note.startswith("re-run") else note)
+
+
 def _add_reliability(folder: Path, notes: list[str], threads: int) -> None:
     """Append the reliability notes to report.md and report.json (in the unfinished folder)."""
     import json
@@ -232,8 +238,7 @@ def run(args) -> int:
         torch.set_num_threads(before)
     print(f"wrote {out / 'report.md'} ({', '.join(sorted(p.name for p in out.iterdir()))}) "
           f"in {time.perf_counter() - t0:.0f} s")
-    for note in notes:
-        print(f"unreliable: {note}" if not note.startswith("re-run") else note)
+    print_reliability(notes)
     rec = (data.get("latency") or {}).get("recommendation")
     if rec:
         print(f"next change ({rec['key']}): {rec['advice']}")
