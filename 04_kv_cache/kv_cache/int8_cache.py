@@ -16,12 +16,12 @@ def quantize_int8(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     scale (..., 1) float32).
 
     One scale per vector, computed in float32, chosen so that the vector's largest
-    magnitude maps to exactly 127; q is x in units of the scale, rounded (torch.round: half
-    to even), clamped to [-127, 127], so each vector's largest element maps to +-127
-    and q * scale is within scale / 2 of x in every element. An all-zero vector gives scale
-    0 and q 0, with no NaN or inf on the way (0 / 0 is NaN, and what a NaN becomes as int8
-    depends on the CPU). One scale per token per head keeps an outlier in one head or one
-    token from costing the others their precision.
+    magnitude maps to exactly 127 (its largest element to q = +-127); every q * scale is the
+    multiple of the scale nearest x (a tie goes to the even multiple, as torch.round breaks
+    ties), q in [-127, 127], so within scale / 2 of x in every element. An all-zero vector
+    gives scale 0 and q 0, with no NaN or inf on the way (0 / 0 is NaN, and what a NaN
+    becomes as int8 depends on the CPU). One scale per token per head keeps an outlier in
+    one head or one token from costing the others their precision.
     """
     raise NotImplementedError('Exercise 4.4: QuantizedKVCache: INT8 K/V — see 04_kv_cache.ipynb')
 
@@ -39,8 +39,8 @@ class QuantizedKVCache(KVCache):
     values and scales are `quantize_int8` of its k and v, per head over D, stored in place;
     `view` returns their `dequantize_int8` in the cache's `dtype` (a float copy: memory
     saved where it is stored is paid back in time at every read). `reserve` is
-    KVCache's. One token costs 2 * n_layer * n_head * (head_dim * 1 + 4) bytes instead of
-    2 * n_layer * n_head * head_dim * itemsize: about half of fp16, a quarter of fp32.
+    KVCache's. One token costs what one position of the four buffers takes: about half of
+    an fp16 cache, a quarter of fp32 (a little more: the scales).
     """
 
     def __init__(self, n_layer: int, batch: int, n_head: int, max_len: int, head_dim: int, *,
