@@ -1,6 +1,6 @@
 # GENERATED from solutions/autograd/arithmetic.py by `course stubs --write`: fill in the bodies that raise NotImplementedError.
 # The lesson is 01_autograd/01_autograd.ipynb. Exercises in this file (line of each hole, then the commands):
-#   1.2 Arithmetic with broadcasting: lines 36, 43, 50, 57, 71, 75, 109; `course check 1.2`, `course hint 1.2`
+#   1.2 Arithmetic with broadcasting: lines 38, 45, 52, 59, 73, 77, 111; `course check 1.2`, `course hint 1.2`
 """Exercise 1.2: + - * / ** and negation, with NumPy broadcasting both ways."""
 
 from __future__ import annotations
@@ -21,9 +21,11 @@ class ArithmeticMixin:
     - the result is NumPy's, broadcasting and dtype included (float32 with a number stays
       float32, float32 with float64 gives float64); shapes that do not broadcast are a
       ValueError naming both shapes, a's first;
-    - it is recorded with `Tensor.from_op` (`self.from_op`); its backward(g) returns for each
-      input x: d(loss)/dx = g * d(out)/dx summed over the axes x was broadcast along (x's own
-      shape; PyTorch's to rounding), or None when x does not require grad (constants get none).
+    - the result is a node of the graph whose parents are (a, b), as the lesson's §1 records
+      one; its backward(g) returns for each input x: d(loss)/dx, the upstream g times
+      d(out)/dx, in x's OWN shape, every element's gradient summed over all the outputs it
+      was broadcast to (PyTorch's to rounding), or None when x does not require grad
+      (constants get none).
     """
 
     __slots__ = ()

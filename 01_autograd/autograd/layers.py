@@ -1,6 +1,6 @@
 # GENERATED from solutions/autograd/layers.py by `course stubs --write`: fill in the bodies that raise NotImplementedError.
 # The lesson is 01_autograd/01_autograd.ipynb. Exercises in this file (line of each hole, then the commands):
-#   1.8 Linear, MLP and SGD: lines 29, 66, 70; `course check 1.8`, `course hint 1.8`
+#   1.8 Linear, MLP and SGD: lines 29, 67, 71; `course check 1.8`, `course hint 1.8`
 """Exercise 1.8 (with optim.py): the layers Linear and MLP."""
 
 from __future__ import annotations
@@ -46,11 +46,12 @@ class MLP(Module):
     """A multi-layer perceptron: Linear layers of `sizes` ([784, 256, 256, 10]: three layers)
     with `activation` ("relu" or "tanh") after each but the last, which gives the logits.
 
-    `self.layers` is the list of the Linear layers, in order: layer i is
-    `Linear(sizes[i], sizes[i + 1], rng=gen, dtype=dtype)`, every one drawn from ONE generator
-    `gen = np.random.default_rng(rng)` made once, in order, so one seed fixes them all, two
-    seeds differ, and layers of the same shape differ from each other (`MLP([8, 8, 8, 8],
-    rng=0)`: three different weight matrices; a test rebuilds them from one generator).
+    `self.layers` is the list of the Linear layers, in order: layer i maps sizes[i] to
+    sizes[i + 1], of `dtype`. Their initial values are exactly those of such Linear layers
+    made one after another while ONE random stream runs on, the stream of
+    `np.random.default_rng(rng)` (a test rebuilds them so): one seed fixes them all, two
+    seeds differ, layers of the same shape differ from each other (`MLP([8, 8, 8, 8],
+    rng=0)`: three different weight matrices), and two MLPs given one Generator differ.
     `parameters()` is then each layer's weight and bias, layer by layer.
     Fewer than two sizes, or another activation, is a ValueError (given).
     """

@@ -18,9 +18,11 @@ class ArithmeticMixin:
     - the result is NumPy's, broadcasting and dtype included (float32 with a number stays
       float32, float32 with float64 gives float64); shapes that do not broadcast are a
       ValueError naming both shapes, a's first;
-    - it is recorded with `Tensor.from_op` (`self.from_op`); its backward(g) returns for each
-      input x: d(loss)/dx = g * d(out)/dx summed over the axes x was broadcast along (x's own
-      shape; PyTorch's to rounding), or None when x does not require grad (constants get none).
+    - the result is a node of the graph whose parents are (a, b), as the lesson's §1 records
+      one; its backward(g) returns for each input x: d(loss)/dx, the upstream g times
+      d(out)/dx, in x's OWN shape, every element's gradient summed over all the outputs it
+      was broadcast to (PyTorch's to rounding), or None when x does not require grad
+      (constants get none).
     """
 
     __slots__ = ()

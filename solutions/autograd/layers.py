@@ -51,11 +51,12 @@ class MLP(Module):
     """A multi-layer perceptron: Linear layers of `sizes` ([784, 256, 256, 10]: three layers)
     with `activation` ("relu" or "tanh") after each but the last, which gives the logits.
 
-    `self.layers` is the list of the Linear layers, in order: layer i is
-    `Linear(sizes[i], sizes[i + 1], rng=gen, dtype=dtype)`, every one drawn from ONE generator
-    `gen = np.random.default_rng(rng)` made once, in order, so one seed fixes them all, two
-    seeds differ, and layers of the same shape differ from each other (`MLP([8, 8, 8, 8],
-    rng=0)`: three different weight matrices; a test rebuilds them from one generator).
+    `self.layers` is the list of the Linear layers, in order: layer i maps sizes[i] to
+    sizes[i + 1], of `dtype`. Their initial values are exactly those of such Linear layers
+    made one after another while ONE random stream runs on, the stream of
+    `np.random.default_rng(rng)` (a test rebuilds them so): one seed fixes them all, two
+    seeds differ, layers of the same shape differ from each other (`MLP([8, 8, 8, 8],
+    rng=0)`: three different weight matrices), and two MLPs given one Generator differ.
     `parameters()` is then each layer's weight and bias, layer by layer.
     Fewer than two sizes, or another activation, is a ValueError (given).
     """
@@ -69,8 +70,11 @@ class MLP(Module):
             raise ValueError(f"activation must be 'relu' or 'tanh', got {activation!r}")
         self.activation = activation
         # BEGIN SOLUTION 1.8
-        # HINT: make the generator once and hand the same one to every Linear: each layer then
-        #   draws from where the previous one stopped.
+        # HINT: one stream running on means one generator: make it once and hand the same one
+        #   to every Linear, so each layer draws from where the previous one stopped (handing
+        #   each Linear the seed itself would restart the stream: identical layers).
+        # HINT: `gen = np.random.default_rng(rng)`, then `Linear(i, o, rng=gen, dtype=dtype)`
+        #   for each consecutive pair (i, o) of `sizes`.
         rng = np.random.default_rng(rng)
         self.layers = [Linear(i, o, rng=rng, dtype=dtype) for i, o in zip(sizes[:-1], sizes[1:])]
         # END SOLUTION

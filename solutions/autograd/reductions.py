@@ -61,8 +61,8 @@ class ReductionMixin:
         """Maximum over `axis`.
 
         The gradient goes only to the elements equal to the maximum of their slice; where k
-        of them tie, each gets 1/k of it (like `torch.amax`): [2, 7, 7, 7].max() gives
-        [0, 1/3, 1/3, 1/3]. The max of an empty tensor is a ValueError (given).
+        of them tie, each gets 1/k of it (like `torch.amax`): [5, 1, 5].max() gives
+        [1/2, 0, 1/2]. The max of an empty tensor is a ValueError (given).
         """
         axes = _normalize_axes(axis, self.ndim)
         if self.data.size == 0:
