@@ -20,9 +20,9 @@ from .schedule import lr_schedule
 def evaluate_mlp_lm(model: MLPLanguageModel, tokens: np.ndarray, max_windows: int = 4096) -> float:
     """Mean next-token cross-entropy (nats, a float) of the model on a token stream.
 
-    Deterministic: the first n = min(max_windows, N - context) windows, at offsets 0, 1, ...,
-    n-1 (window s = tokens[s : s+context], target tokens[s+context]), in one forward inside
-    `no_grad()`: no graph is recorded and no parameter's grad changes. Two calls agree exactly.
+    Deterministic: the mean over the first n = min(max_windows, N - context) windows, at
+    offsets 0, 1, ..., n-1 (window s = tokens[s : s+context], target tokens[s+context]), each
+    once. No graph is recorded and no parameter's grad changes. Two calls agree exactly.
     ValueError: max_windows not an int >= 1; the stream holds no window (N <= context).
     """
     check_ints(1, max_windows=max_windows)
@@ -40,13 +40,13 @@ def train_mlp_lm(model: MLPLanguageModel, optimizer: PlainSGD, train_tokens: np.
                  log: Callable[[str], None] | None = print) -> dict[str, list[float]]:
     """Train the engine's MLP LM for `steps` optimizer steps; returns the history (a dict of lists).
 
-    Step k = 0 .. steps-1 uses lr = lr_schedule(k, max_lr=, warmup_steps=, total_steps=steps,
-    min_lr=), set as `optimizer.lr` before the step, and a batch
-    `sample_contexts(train_tokens, batch_size, model.context, rng)` from ONE
-    rng = np.random.default_rng(seed) made before the loop: the same seed and model give the
-    same history (equal, not just close). The gradient each `optimizer.step()` uses is that of
-    the step's batch loss alone (gradients of earlier steps never add into it), clipped to
-    global norm `max_norm`.
+    Step k = 0 .. steps-1 is taken at lr = lr_schedule(k, max_lr=, warmup_steps=,
+    total_steps=steps, min_lr=) (the `optimizer.lr` its `optimizer.step()` reads), on the
+    batch `sample_contexts(train_tokens, batch_size, model.context, rng)` that is the k-th draw
+    of ONE rng = np.random.default_rng(seed) for the whole run: the same seed and model give
+    the same history (equal, not just close). The update of step k uses the gradient of step
+    k's batch loss alone (gradients of earlier steps never add into it), clipped to global
+    norm `max_norm`.
     History keys, one entry per step: "step" (k + 1), "loss" (the batch loss, a float), "lr",
     "grad_norm" (the norm before clipping). Evaluations: every `eval_every` steps AND after the
     last step (once, if both), `evaluate_mlp_lm(model, val_tokens)` of the weights after that
