@@ -28,9 +28,10 @@ def sample(logits: torch.Tensor, *, temperature: float = 1.0, top_k: int | None 
     check_sampling(temperature, top_k, top_p)
     _check_logits(logits)
     # BEGIN SOLUTION 4.5
-    # DECISION: the order of the filters (temperature, then top-k, then top-p on the tempered
-    #   probabilities), how ties at the k-th value are cut (exactly k, as torch.topk), the nucleus
-    #   boundary (the token that reaches top_p stays), and one draw for all rows.
+    # DECISION: how the rules become masks: exactly k kept on a tie (topk's own indices, not a
+    #   comparison with the k-th value), the nucleus boundary on a sorted row (a token stays while
+    #   the mass BEFORE it is below top_p, so the one that reaches top_p stays), that decision taken
+    #   back to vocabulary order, all on the tempered top-k logits, and one draw for all rows.
     # HINT: Greedy needs no distribution. Otherwise apply the rules in the docstring's order
     #   (temperature, top-k, top-p) to float32 logits, then softmax and draw.
     # HINT: top-k: keep exactly the k entries `torch.topk` returns, by scattering them into
