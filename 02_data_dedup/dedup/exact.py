@@ -10,7 +10,7 @@ from collections.abc import Iterable, Iterator
 
 
 def text_digest(text: str) -> str:
-    """SHA-256 of the text's UTF-8 bytes, as 64 lowercase hex digits (`hexdigest()`).
+    """SHA-256 of the text's UTF-8 bytes, as a str of 64 lowercase hex digits.
 
     Equal texts, equal digests. Raises TypeError if `text` is not a str.
     """

@@ -1,6 +1,6 @@
 # GENERATED from solutions/dedup/minhash.py by `course stubs --write`: fill in the bodies that raise NotImplementedError.
 # The lesson is 02_data_dedup/02_data_dedup.ipynb. Exercises in this file (line of each hole, then the commands):
-#   2.4 Vectorised MinHash signatures: lines 31, 71; `course check 2.4`, `course hint 2.4`
+#   2.4 Vectorised MinHash signatures: lines 31, 72; `course check 2.4`, `course hint 2.4`
 """MinHash (exercise 2.4): signatures whose agreement estimates Jaccard similarity."""
 
 from __future__ import annotations
@@ -64,7 +64,8 @@ class MinHasher:
         raises. Row d, position i is  min over the distinct keys x of document d of
         (a[i] * x + b[i]) mod 2**32;  a document without shingles gets `EMPTY` everywhere.
         A row depends only on its document: not on the other documents, their order, or
-        `rows_per_block` (keys per block / 32, a positive int: it bounds the memory).
+        `rows_per_block`, a positive int that sizes the blocks the work is done in (what one
+        unit of it holds is yours to choose): it bounds the memory, never the result.
         """
         keys = self.shingle_keys(docs)
         positive_int("rows_per_block", rows_per_block)

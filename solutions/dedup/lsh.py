@@ -32,6 +32,8 @@ def s_curve(s: float | np.ndarray, bands: int | np.ndarray, rows: int | np.ndarr
     #   the pair is missed when every band fails), the integration rule that is exact for a
     #   polynomial, the tie-break among equal errors, and how to bucket a band's rows so that
     #   repeats across bands are removed.
+    # HINT: s_curve: the complement is easier: when is a pair NOT a candidate? Work out the
+    #   probability that one band matches first, then that all b bands fail.
     # HINT: s_curve: one band matches when all of its r positions agree: s**r. The pair is
     #   missed when every one of the b bands fails, each independently: (1 - s**r)**b.
     p = 1.0 - (1.0 - s_arr ** np.asarray(rows, np.float64)) ** np.asarray(bands, np.float64)
@@ -53,6 +55,11 @@ def lsh_error_areas(threshold: float, bands, rows) -> tuple[np.ndarray, np.ndarr
     if np.any(bands < 1) or np.any(rows < 1):
         raise ValueError(f"bands and rows must be >= 1, got {bands!r}, {rows!r}")
     # BEGIN SOLUTION 2.5
+    # HINT: lsh_error_areas: an m-node Gauss-Legendre rule is exact for every polynomial of
+    #   degree up to 2m - 1, and P has degree b·r: pick m from the largest b·r asked, not a
+    #   fixed handful. (Expanding P by the binomial theorem is exact on paper, but its
+    #   alternating terms carry coefficients up to C(128, 64) ~ 2.4e37 and cancel away every
+    #   digit of a float64.)
     # HINT: lsh_error_areas: P is a polynomial of degree b·r in s, so Gauss-Legendre quadrature
     #   with degree // 2 + 1 nodes (`np.polynomial.legendre.leggauss`) integrates it exactly:
     #   map the nodes from [-1, 1] to [lo, hi], scale the weights by (hi - lo) / 2, and

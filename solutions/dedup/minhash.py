@@ -69,7 +69,8 @@ class MinHasher:
         raises. Row d, position i is  min over the distinct keys x of document d of
         (a[i] * x + b[i]) mod 2**32;  a document without shingles gets `EMPTY` everywhere.
         A row depends only on its document: not on the other documents, their order, or
-        `rows_per_block` (keys per block / 32, a positive int: it bounds the memory).
+        `rows_per_block`, a positive int that sizes the blocks the work is done in (what one
+        unit of it holds is yours to choose): it bounds the memory, never the result.
         """
         keys = self.shingle_keys(docs)
         positive_int("rows_per_block", rows_per_block)
