@@ -23,14 +23,14 @@ def train_step(model: nn.Module, optimizer: torch.optim.Optimizer,
 
     The gradient is exactly that of the mean loss over the whole batch: A micro-batches of B
     rows give the step of one batch of A·B rows (to float rounding); gradients left in
-    `.grad` before the call do not count. loss = the mean of the A micro-batch
-    losses `lm_loss(model, x, y)`, averaged over processes with `all_reduce_mean` (a no-op
-    in one process); norm = the global gradient norm BEFORE clipping to `max_norm`
-    (`torch.nn.utils.clip_grad_norm_`'s). With a DDP model, gradients are all-reduced once,
-    in the LAST micro-batch's backward (`grad_sync`). Both the loss and the norm go through
-    `check_finite(..., step=step)` (what="gradient norm" for the norm) BEFORE
-    `optimizer.step()`: a NaN or inf raises NonFiniteLossError and no weight changes.
-    ValueError: no micro-batches.
+    `.grad` before the call do not count. loss = the mean over the A micro-batches of
+    `lm_loss(model, x, y)` and over the processes (`all_reduce_mean`'s mean: the same on every
+    rank; in one process the local mean); norm = the global gradient norm BEFORE clipping to
+    `max_norm`, as `torch.nn.utils.clip_grad_norm_` measures it. With a DDP model the
+    gradients are all-reduced once per step, in the LAST micro-batch's backward (`grad_sync`
+    switches one backward's all-reduce on or off). A NaN or inf loss or norm raises
+    `check_finite`'s NonFiniteLossError (step=step; what="gradient norm" for the norm) and
+    no weight changes. ValueError: no micro-batches.
     """
     if not micro_batches:
         raise ValueError("train_step needs at least one micro-batch")
