@@ -102,11 +102,11 @@ class ByteLevelBPE:
         Special tokens are found leftmost first (of two that start at one place, the
         longer) and each is one id, `special_ids[token]`, whatever surrounds it. The result
         is, in text order, those ids and, for every stretch of text between them (a special
-        token never reaches the pre-tokenizer), `merge_ids([byte_ids[b] for b in
-        piece.encode("utf-8")], ranks)` for each piece of `pretokenize(stretch,
-        self.pretokenizer)`: `[]` for `""`, and `decode(encode(t)) == t` for any str `t`
-        without lone surrogates. Raises TypeError if `text` is not a str; ValueError (given
-        code) for text whose bytes this vocabulary has no token for.
+        token never reaches the pre-tokenizer), the ids of each of the stretch's pieces under
+        `self.pretokenizer`'s scheme: the piece's UTF-8 bytes as single-byte ids (`byte_ids`)
+        merged by rank, by `merge_ids`'s rule. `[]` for `""`, and `decode(encode(t)) == t`
+        for any str `t` without lone surrogates. Raises TypeError if `text` is not a str;
+        ValueError (given code) for text whose bytes this vocabulary has no token for.
         """
         if not isinstance(text, str):
             raise TypeError(f"encode expects a str, got {type(text).__name__}")
@@ -150,17 +150,20 @@ class ByteLevelBPE:
         # END SOLUTION
 
     def decode(self, ids: Iterable[int]) -> str:
-        """The text of any sequence of ids: the bytes of its tokens, joined, as UTF-8.
+        """The text that any sequence of ids spells: their tokens' bytes (`token_bytes[id]`),
+        in order, read as UTF-8.
 
-        Bytes that are not valid UTF-8 (half a character: a model may emit any id after any
-        other) become U+FFFD as `bytes.decode(..., errors="replace")` places them; decoding
-        never raises on them. A token's bytes are `token_bytes[id]`; a character split
-        over two tokens comes back whole. Raises ValueError for an id outside
-        0..vocab_size-1 and TypeError for an id that is not an int (NumPy ints are ints).
-        """
+        A character whose bytes are split over two or more tokens comes back whole. Bytes
+        that do not form valid UTF-8 (half a character: a model may emit any id after any
+        other) become U+FFFD, as many and where `bytes.decode(..., errors="replace")` puts
+        them in those bytes; decoding never raises on them. Raises ValueError for an id
+        outside 0..vocab_size-1 and TypeError for an id that is not an int (NumPy ints are
+        ints)."""
         # BEGIN SOLUTION 2.12
         # DECISION: where UTF-8 decoding happens: once, over the joined bytes of all
         #   tokens (a character can span tokens), with errors replaced, not per token.
+        # HINT: A character can begin in one token and end in the next, so no token's bytes
+        #   can be read as UTF-8 on their own: read them once you have them all.
         # HINT: Check each id (an int, 0 <= id < vocab_size), collect `self.token_bytes[id]`,
         #   `b"".join` them, then `.decode("utf-8", errors="replace")`.
         table, n, parts = self.token_bytes, len(self.token_bytes), []

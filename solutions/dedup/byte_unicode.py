@@ -14,19 +14,21 @@ from functools import cache
 def bytes_to_unicode() -> dict[int, str]:
     """GPT-2's map from each byte 0..255 to one printable character, a bijection.
 
-    The bytes that are printable and not whitespace in Latin-1 stand for themselves: 33..126
-    (`!` .. `~`), 161..172 (`¡` .. `¬`) and 174..255 (`®` .. `ÿ`). The other 68 bytes
-    (0..32, 127..160 and 173, the soft hyphen), taken in increasing order, map to chr(256),
-    chr(257), ... in that order: byte 0 -> `Ā` (U+0100), byte 32 (space) -> `Ġ` (U+0120),
-    byte 10 (newline) -> `Ċ`, byte 127 -> `ġ` (U+0121), byte 160 -> `ł` (U+0142), byte 173
-    -> `Ń` (U+0143).
+    A byte b stands for itself, chr(b), exactly when its Latin-1 character chr(b) is
+    printable and not whitespace as Python's `str.isprintable` and `str.isspace` see it: 188
+    bytes. The other 68 bytes (the controls, the spaces, DEL, the no-break space, the soft
+    hyphen), taken in increasing order, map to chr(256), chr(257), ... in that order: byte 0
+    -> `Ā` (U+0100), byte 10 (newline) -> `Ċ`, byte 32 (space) -> `Ġ` (U+0120), byte 127 ->
+    `ġ` (U+0121), byte 160 -> `ł` (U+0142), byte 173 -> `Ń` (U+0143), the last.
 
     Returns a new dict {byte: character} with 256 entries and 256 distinct one-character
     values, keys in increasing order (the caller may modify it).
     """
     # BEGIN SOLUTION 2.9
-    # DECISION: which bytes keep their own character, and in what order the others are
-    #   numbered from 256 (the order fixes every token string of every GPT-2-style vocabulary).
+    # DECISION: how to tell the 188 bytes that keep their own character from the 68 that do not
+    #   (the docstring gives the rule, not the ranges), and numbering the 68 from 256 in byte
+    #   order (the order fixes every token string of every GPT-2-style vocabulary).
+    # HINT: Which characters of 0..255 does the rule keep? Print them: they form three runs.
     # HINT: Three ranges keep themselves: ord("!")..ord("~"), ord("¡")..ord("¬"),
     #   ord("®")..ord("ÿ"), ends included. Every other byte gets the next unused code point
     #   from 256 on.

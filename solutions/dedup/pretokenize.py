@@ -33,9 +33,10 @@ def split_pattern(c: CharClasses, scheme: str = "gpt2") -> str:
     if scheme not in SCHEMES:
         raise ValueError(f"scheme must be one of {SCHEMES}, got {scheme!r}")
     # BEGIN SOLUTION 2.10
-    # DECISION: the order of the alternatives (the first that matches wins, so a space goes
-    #   with the word after it), and for smollm, what a digit does to its neighbours: it
-    #   ends the stretch before it, like the end of the text.
+    # DECISION: how GPT-2's alternatives are written with only the four one-character fragments
+    #   (no \p{L}, no \s or \S: the lookahead `(?!\S)` too must be said with them), and for
+    #   smollm, what a digit does to its neighbours: it is a piece alone and ends the stretch
+    #   before it, like the end of the text.
     # HINT: Wrap each fragment in (?:...) before a `+`. The seven gpt2 alternatives, joined
     #   with `|`, in the docstring's order: `'s|'t|'re|'ve|'m|'ll|'d`, then ` ?` + letters, ...
     # HINT: `(?!\S)` means "followed by a space or by the end of the text": with the
