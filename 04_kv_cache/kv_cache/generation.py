@@ -24,14 +24,14 @@ def generate(model: GPT, prompts: list[list[int]], max_new_tokens: int, *, tempe
     """Continue each prompt by up to max_new_tokens tokens (a static batch, ragged prompts).
 
     Returns a GenerationResult (tokens, finish_reasons: see there). cache: a key of CACHES,
-    the cache `CACHES[cache].for_model(model, len(prompts), max_len=longest prompt +
-    max_new_tokens)`: ONE prefill of the right-padded prompts (`forward_cached`, n_new = the
-    prompt lengths), then one decode step (T = 1) per token; or None: the recompute baseline,
-    a full `model(...)` over every sequence at every step. Each step draws every row's next
-    token with ONE `sample` call on the (B, V) logits of all rows (temperature, top_k, top_p,
-    generator as given): a seed reproduces a run. A row that hit a stop token keeps running
-    with the batch, its tail dropped, until every row has stopped or max_new_tokens steps ran.
-    Greedy with a float cache equals recompute token for token. Bad arguments: `check_generate`.
+    one such cache for the batch (a row per prompt, max_len the longest prompt +
+    max_new_tokens) that takes the right-padded prompts in ONE `forward_cached` call and each
+    new token in one more (T = 1); or None: recompute, every sequence's full forward each step.
+    Each step draws every row's next token with ONE `sample` call on the (B, V) logits of all
+    rows (temperature, top_k, top_p, generator as given): a seed reproduces a run. A row that
+    hit a stop token keeps running with the batch, its tail dropped, until every row has
+    stopped or max_new_tokens steps ran. Greedy, each row continues as its prompt alone
+    would: with a float cache, recompute's tokens exactly. Bad arguments: `check_generate`.
     """
     stop_ids = check_generate(model, prompts, max_new_tokens, stop, cache, temperature, top_k, top_p)
     t0, B = time.perf_counter(), len(prompts)
