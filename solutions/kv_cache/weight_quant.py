@@ -16,13 +16,14 @@ def quantize_int4(w: torch.Tensor, group_size: int) -> tuple[torch.Tensor, torch
     Group g of row o is w[o, g*group_size : (g+1)*group_size] (along the input dim). Per
     group, in float32: the 16 levels 0..15 span, in equal steps of `scale`, the group's
     range widened to include 0 (lo = min(min w, 0), hi = max(max w, 0): 0 always
-    representable, as GPTQ's quantiser does it); `zero` is the level 0.0 maps to, rounded,
-    in 0..15; an element's level q is its own multiple of the scale, rounded (torch.round:
-    half to even) BEFORE the zero point is added, then clamped to 0..15; stored as
-    `pack_int4(q)`. Afterwards `dequantize_int4` is within scale / 2 of w in every element
-    of the group. An all-zero group gives scale 0, zero 0, q 0, with no NaN on the way.
-    Bad input: w not a 2-D floating tensor (TypeError), an odd width, or a group_size that
-    is not an int >= 1 dividing the width (ValueError naming group_size).
+    representable, as GPTQ's quantiser does it); `zero` is the level 0.0 falls on, rounded
+    as torch.round rounds (a tie to even), in 0..15; an element's level q is zero plus its
+    value's nearest whole number of scales (a tie to the even number, too), kept in 0..15;
+    `packed` holds the levels as `pack_int4` packs them. Afterwards `dequantize_int4` is
+    within scale / 2 of w in every element of the group. An all-zero group gives scale 0,
+    zero 0, q 0, with no NaN on the way. Bad input: w not a 2-D floating tensor (TypeError),
+    an odd width, or a group_size that is not an int >= 1 dividing the width (ValueError
+    naming group_size).
     """
     _check_groups(w, group_size)
     # BEGIN SOLUTION 4.8
