@@ -26,12 +26,12 @@ def score_document(model: nn.Module, text: str, *, block_size: int, max_bytes: i
 
     The scored sequence is s = [EOT] + the first `max_bytes` UTF-8 bytes of `text`, + [EOT]
     only when the whole text fits (the end-of-text mark is then predicted too); its
-    n = len(s) - 1 targets are s[1:], each predicted from what precedes it in s. They are
-    scored by `evaluate` (3.9) in consecutive windows of `block_size` (the last may be shorter:
-    n - k·block_size targets, k = n // block_size). Returns DocScore with
-    nats = the summed cross-entropy over the n targets, tokens = n,
-    bytes = the targets that are bytes (not EOT; at least 1), bits = nats / LN2.
-    The model's mode and weights are left as they were (evaluate's contract).
+    n = len(s) - 1 targets are s[1:], in consecutive windows of `block_size` targets from the
+    first (the windows of 3.9's `evaluate`, except that a shorter last one, n - k·block_size
+    targets with k = n // block_size, counts too): each target is predicted from what precedes
+    it in its window, in eval mode. Returns DocScore with nats = the summed cross-entropy over
+    the n targets, tokens = n, bytes = the targets that are bytes (not EOT; at least 1),
+    bits = nats / LN2. The model's mode and weights are left as they were.
     ValueError: text empty or not a str (TypeError); block_size or max_bytes not an int >= 1.
     """
     data = _checked_bytes(text, block_size, max_bytes)

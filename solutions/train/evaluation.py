@@ -34,14 +34,15 @@ def evaluate(model: nn.Module, tokens: torch.Tensor, *, block_size: int, batch_s
     check_ints(1, block_size=block_size, batch_size=batch_size)
     n_windows = _whole_windows(tokens, block_size, max_tokens)
     # BEGIN SOLUTION 3.9
-    # DECISION: the windows (consecutive, non-overlapping, the last partial one dropped) and the two
-    #   denominators: nats per target over every target, bits per byte over the targets that are
-    #   bytes (end-of-text marks cost bits but are not bytes); the model's mode restored.
+    # DECISION: how to walk n windows batch_size at a time (the last batch shorter) so that the
+    #   result does not depend on batch_size (running sums divided once, not a mean of batch
+    #   means), which targets count as bytes (not EOT), and how the caller's mode comes back.
     # HINT: Remember model.training, call model.eval(), and model.train(<remembered>) at the end.
     # HINT: Window w starts at w * block_size; gather a batch of them with
     #   starts[:, None] + arange(block_size + 1), as get_batch does with random starts.
     # HINT: Sum the losses (cross_entropy(..., reduction="sum")), count all targets and the
-    #   byte targets (y != EOT), and divide once at the end (bits = nats / LN2).
+    #   byte targets (y != EOT), and divide once at the end (bits = nats / LN2). A mean of
+    #   per-batch means would weight a short last batch as much as a full one.
     was_training = model.training
     model.eval()
     nats, targets, byte_targets = 0.0, 0, 0

@@ -59,12 +59,12 @@ def select_examples(candidates: Iterable[CompletionExample], *, n: int, seed: in
                     train_text: str) -> list[CompletionExample]:
     """A fixed, deduplicated, held-out set of at most n examples from `candidates`.
 
-    Reproducible: the result depends only on the SET of candidates and the seed. The
-    candidates' order is the one `random.Random(seed).shuffle` gives the list of them sorted
-    by `key` (split, doc_id, line_no); the result is the first n in that order that are
-    eligible, in that order. Eligible: not a duplicate of an example EARLIER in the result
-    (the same `line.split()` tokens), and held out — its `leak_text()` does not occur in
-    `train_text` (never a line the model saw with that context in train).
+    Reproducible: the result depends only on the SET of candidates and the seed. It is the
+    first n eligible candidates, in that order, of the order `random.Random(seed).shuffle`
+    gives the list of the candidates sorted by `key` (split, doc_id, line_no). Eligible: not
+    a duplicate of an example EARLIER in the result (the same `line.split()` tokens), and
+    held out — its `leak_text()` does not occur in `train_text` (never a line the model saw
+    with that context in train).
     ValueError: n not an int >= 1; TypeError: train_text not a str.
     """
     check_int("n", n, 1)
