@@ -36,9 +36,10 @@ class QuantLinear(nn.Module):
     group_size)`; `bias`, a float32 copy of linear's or None; `input_scale` s (in,) float32 or
     None (then s = 1): AWQ's per-input-channel factor (4.10) — column j is quantised times
     s[j], and `dequantize()` divides it back out. `dequantize(dtype)`: the (out, in) weight
-    the layer computes with. forward: x (..., in) floating -> (..., out), x's dtype, the weight
-    dequantised at every call — except where the given __init__ set `self.use_kernel` (bits
-    8, the kernel runs here, a width it handles): then the fused `int8_matmul` on x / s
+    the layer computes with. forward: x (..., in) floating -> (..., out), x's dtype, x times
+    that weight plus the bias, the weight dequantised at every call — except where the given
+    __init__ set `self.use_kernel` (bits 8, the kernel runs here, a width it handles): then
+    the same layer by the fused `int8_matmul` of the stored int8 weight, never dequantised
     (bfloat16 inside the kernel). `linear` itself is never modified. Bad input: ValueError.
     """
 
@@ -79,8 +80,10 @@ class QuantLinear(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         # BEGIN SOLUTION 4.9
         # HINT: The general path is F.linear with the dequantised weight (in x's dtype) and
-        #   the bias. The INT8 kernel takes x as (M, in): flatten the leading dims, and
-        #   divide x (not the weight) by the input scale there.
+        #   the bias. The kernel's weight is the stored one, weight * s: which operand must
+        #   undo s there, when the weight cannot be touched?
+        # HINT: The INT8 kernel takes x as (M, in): flatten the leading dims, and divide x
+        #   (not the weight) by the input scale there; add the bias, restore the shape.
         if self.use_kernel:
             lead = x.shape[:-1]
             x2 = x.reshape(-1, self.in_features)
