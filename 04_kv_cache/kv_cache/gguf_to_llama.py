@@ -50,11 +50,11 @@ def unpermute_qk(w: np.ndarray, n_heads: int) -> np.ndarray:
 
 def llama_state_dict(gguf: GGUFFile, dtype: torch.dtype = torch.float32) -> dict[str, torch.Tensor]:
     """Every tensor of a Llama GGUF file dequantised (`dequantize_tensor`), under its `hf_name`, as
-    `dtype` on the CPU: exactly the parameters `transformers` loads from the file. The Q
-    projections are un-permuted over `llama.attention.head_count` heads, the K projections
-    over `llama.attention.head_count_kv`. A file without "output.weight" (tied embeddings)
-    gives none: the caller ties "lm_head.weight" to the embedding. ValueError for a file
-    whose architecture is not llama."""
+    `dtype` on the CPU: exactly the parameters `transformers` loads from the file, the Q and
+    K projections' rows in Hugging Face's order (`unpermute_qk`, each over its own heads; the
+    metadata has both head counts, as `llama_config` reads them). A file without
+    "output.weight" (tied embeddings) gives none: the caller ties "lm_head.weight" to the
+    embedding. ValueError for a file whose architecture is not llama."""
     cfg = llama_config(gguf)
     out = {}
     for name, tensor in gguf.tensors.items():
