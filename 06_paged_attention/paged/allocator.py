@@ -1,6 +1,6 @@
 # GENERATED from solutions/paged/allocator.py by `course stubs --write`: fill in the bodies that raise NotImplementedError.
 # The lesson is 06_paged_attention/06_paged_attention.ipynb. Exercises in this file (line of each hole, then the commands):
-#   6.1 BlockAllocator: free queue and reference counts: lines 33, 40, 54; `course check 6.1`, `course hint 6.1`
+#   6.1 BlockAllocator: free queue and reference counts: lines 34, 41, 55; `course check 6.1`, `course hint 6.1`
 """The block allocator (6.1): a fixed pool of KV blocks, its free queue, reference counts."""
 
 from __future__ import annotations
@@ -27,8 +27,9 @@ class BlockAllocator(PrefixIndex):
     def allocate(self, n: int = 1) -> list[int]:
         """Take n blocks from the FRONT of `free_queue`, in queue order, each with count 1;
         return their ids. n not an int >= 0: ValueError. Fewer than n free: CacheFullError,
-        nothing changed. A taken block still in the prefix cache is forgotten there first
-        (`self._uncache(b)`): a lookup must never find it holding someone else's tokens."""
+        nothing changed. A taken block is no longer in the prefix cache afterwards (not
+        `is_cached`; the given `_uncache` forgets an entry): a lookup must never find it
+        holding someone else's tokens."""
         n = check_int("n", n, 0)
         raise NotImplementedError('Exercise 6.1: BlockAllocator: free queue and reference counts — see 06_paged_attention.ipynb')
 

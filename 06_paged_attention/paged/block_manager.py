@@ -1,6 +1,6 @@
 # GENERATED from solutions/paged/block_manager.py by `course stubs --write`: fill in the bodies that raise NotImplementedError.
 # The lesson is 06_paged_attention/06_paged_attention.ipynb. Exercises in this file (line of each hole, then the commands):
-#   6.8 The engine on paged memory: block manager, parallel sampling: lines 32, 50, 69; `course check 6.8`, `course hint 6.8`
+#   6.8 The engine on paged memory: block manager, parallel sampling: lines 32, 50, 70; `course check 6.8`, `course hint 6.8`
 """The engine's block manager (6.8): what requests cost the scheduler in whole blocks; admission
 from the prefix cache."""
 
@@ -25,10 +25,10 @@ class BlockManager:
     """
 
     def held(self) -> int:
-        """Cache tokens held, a multiple of block_size: block_size x the distinct blocks the
-        rows that will run hold (`len(holders())`: a block several rows share counts ONCE),
-        plus `charge(r, holders)` summed over `scheduler.running` (what each is still
-        charged; one `holders()` for all). Changes nothing."""
+        """Cache tokens held, a multiple of block_size: every distinct block the rows that
+        will run hold (`holders()` lists them; a block several rows share counts ONCE), plus
+        what each request of `scheduler.running` is still charged (`charge`). Changes
+        nothing."""
         raise NotImplementedError('Exercise 6.8: The engine on paged memory: block manager, parallel sampling — see 06_paged_attention.ipynb')
 
     def charge(self, request: Request, holders: dict[int, int] | None = None) -> int:
@@ -42,8 +42,8 @@ class BlockManager:
           somebody holds now (reference count > 0): those cost no new memory (a hit on a
           FREE cached block still costs its block: it leaves the free queue).
         - A row: what it still lacks, max(0, need - len(its table)) blocks, plus ONE if it
-          has pending tokens and the block it writes next, table index num_computed //
-          block_size (when the table has it), is held by more than one row that will run
+          has pending tokens and the block its next token (position num_computed) goes into,
+          when its table already has that block, is held by more than one row that will run
           (`holders[block] > 1`; holders: `holders()` when None): copy-on-write will need a
           block for its copy.
         Changes nothing."""
@@ -55,10 +55,11 @@ class BlockManager:
         Called by the engine's `_acquire`, once stage 05 gave the request an empty row
         (`request.slot`, num_computed 0) and after the scheduler recorded this admission:
         the LAST entry of `request.events` is its RUNNING event.
-        Returns cached: the tokens `cache.assign_prefix(request.slot, request.tokens,
-        hashes_for(request))` found (whole blocks, never the last token; 0 with prefix
-        caching off). Afterwards:
-        - the row starts from those blocks and `request.num_computed == cached`;
+        Returns cached: the tokens at the start of `request.tokens` that the prefix cache
+        holds (whole blocks, never the last token; 0 with prefix caching off), the request's
+        keys being `hashes_for(request)`. Afterwards:
+        - the row is started from those blocks as 6.6 starts a row from the prefix cache,
+          and `request.num_computed == cached`;
         - prefix caching on: `prefix_queries` has grown by `request.num_tokens` (every token
           it knows at this admission, prompt + output so far, the last token too, which can
           never hit) and `prefix_hits` by cached; off: neither changed. Every admission

@@ -1,7 +1,7 @@
 # GENERATED from solutions/paged/fork.py by `course stubs --write`: fill in the bodies that raise NotImplementedError.
 # The lesson is 06_paged_attention/06_paged_attention.ipynb. Exercises in this file (line of each hole, then the commands):
-#   6.7 Fork and copy-on-write: lines 34, 44; `course check 6.7`, `course hint 6.7`
-#   6.8 The engine on paged memory: block manager, parallel sampling: line 110; `course check 6.8`, `course hint 6.8`
+#   6.7 Fork and copy-on-write: lines 35, 45; `course check 6.7`, `course hint 6.7`
+#   6.8 The engine on paged memory: block manager, parallel sampling: line 111; `course check 6.8`, `course hint 6.8`
 """Fork and copy-on-write (6.7): rows that share blocks, copied when one writes; parallel sampling (6.8)."""
 
 from __future__ import annotations
@@ -25,9 +25,10 @@ class CopyOnWrite:
 
     def fork_row(self, src: int, dst: int) -> None:
         """Row dst becomes a copy of row src that SHARES its blocks (no K/V is copied): the
-        same block table (both views), each block's count + 1 (`allocator.fork`), the same
-        committed keys (`row_hashes`) and length. Rows outside the cache, or a dst that is not
-        empty (blocks or length): ValueError, nothing changed."""
+        same block table (both views), each block one more holder, the same committed keys
+        (`row_hashes`) and length; dst's lists are its own, not src's (a row that grows
+        later must not grow the other). Rows outside the cache, or a dst that is not empty
+        (blocks or length): ValueError, nothing changed."""
         (src, dst) = self._row_ids([src, dst])
         if self.tables[dst] or int(self.lengths[dst]):
             raise ValueError(f"fork_row: row {dst} is not empty")
@@ -91,12 +92,12 @@ class ParallelSampling:
         removed). Afterwards each of them either runs or waits:
         - a row is free for it (`free_slots` not empty and `scheduler.running` shorter than
           `max_batch_size`): it is RUNNING (at `self.clock()`), in `scheduler.running` and in
-          the returned ready, in that row (`slot`; it left `free_slots`) sharing the leader's
-          blocks (`cache.fork_row`: no K/V copied), with the leader's `num_computed` and
+          the returned ready, in that row (`slot`; it left `free_slots`), a fork of the
+          leader's row (6.7: its blocks shared, no K/V copied), with the leader's `num_computed` and
           `num_cached_tokens`; its logits row is a copy of the leader's, so it samples its
           first token, with its own generator, from the same logits;
-        - no row is free: it waits as an ordinary request (queued: `scheduler.add`) that
-          computes its prompt itself later.
+        - no row is free: it waits in the scheduler's waiting queue, at its place by
+          `Request.order` like an ordinary request, and computes its prompt itself later.
         Siblings take free rows in order (leaders in `ready` order, each one's siblings in
         `_forks` order), each the first free row. Returned ready: the given requests, then
         the siblings that joined, in that order; returned logits row k is ready[k]'s.

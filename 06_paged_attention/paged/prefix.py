@@ -1,6 +1,6 @@
 # GENERATED from solutions/paged/prefix.py by `course stubs --write`: fill in the bodies that raise NotImplementedError.
 # The lesson is 06_paged_attention/06_paged_attention.ipynb. Exercises in this file (line of each hole, then the commands):
-#   6.6 Prefix caching: chained hashes, LRU reuse: lines 37, 44, 53, 109, 125, 138; `course check 6.6`, `course hint 6.6`
+#   6.6 Prefix caching: chained hashes, LRU reuse: lines 37, 45, 54, 111, 128, 142; `course check 6.6`, `course hint 6.6`
 """Prefix caching (6.6): chained block hashes, the allocator's index of cached blocks, rows started from it."""
 
 from __future__ import annotations
@@ -37,9 +37,10 @@ class PrefixIndex:
         raise NotImplementedError('Exercise 6.6: Prefix caching: chained hashes, LRU reuse — see 06_paged_attention.ipynb')
 
     def take(self, block: int) -> None:
-        """A prefix-cache hit: one more holder of `block` (its count + 1). A free block
-        (count 0) first leaves the free queue: it is in use again and must not be evicted.
-        Its cache entry stays. An id outside the pool: ValueError (`_check_ids`)."""
+        """A prefix-cache hit: one more holder of `block` (its count + 1). A block that was
+        free (count 0) is no longer in the free queue afterwards: it is in use again and must
+        not be evicted. Its cache entry stays. An id outside the pool: ValueError
+        (`_check_ids`)."""
         (block,) = self._check_ids([block])
         raise NotImplementedError('Exercise 6.6: Prefix caching: chained hashes, LRU reuse — see 06_paged_attention.ipynb')
 
@@ -100,21 +101,23 @@ class PrefixSharing:
     def match_prefix(self, tokens: Sequence[int], hashes: Sequence[bytes] | None = None) -> list[int]:
         """The cached blocks holding a prefix of `tokens`, in order; changes nothing.
 
-        Only the first n = (len(tokens) - 1) // block_size blocks can hit (blocks entirely
-        within all tokens but the last: the last token is always computed, its logits are
-        the next token's, even when the whole prompt is cached). Block i hits when
-        `allocator.lookup(hashes[i], tokens[i*bs:(i+1)*bs])` finds a block; the walk stops
-        at the first miss. `hashes`: the chained keys of `tokens`' full blocks, at least n of
-        them (`prefix_hashes(tokens, n)` when None)."""
+        Only the blocks lying entirely within all of `tokens` but the last can hit: the last
+        token is always computed, its logits are the next token's, even when the whole
+        prompt is cached. Block i hits when the allocator's index (`lookup`) has a block
+        under block i's key holding block i's tokens; the result is the longest run of hits
+        from block 0 (a block after a miss never counts, even one the index has: it belongs
+        to another prefix). `hashes`: the chained keys of `tokens`' full blocks, in order,
+        at least as many as can hit (`prefix_hashes` of `tokens` when None)."""
         raise NotImplementedError('Exercise 6.6: Prefix caching: chained hashes, LRU reuse — see 06_paged_attention.ipynb')
 
     def assign_prefix(self, row: int, tokens: Sequence[int], hashes: Sequence[bytes] | None = None) -> int:
         """Start the EMPTY `row` from the prefix cache; return the number of cached tokens.
 
         Afterwards the row's table is `match_prefix(tokens, hashes)`'s blocks, each with one
-        more holder (`allocator.take`); `row_hashes[row]` is their keys and `lengths[row]` =
-        len(blocks) * block_size, which is returned. Prefix caching off: return 0, change
-        nothing. A row outside the cache or not empty (blocks or length): ValueError."""
+        more holder (a hit, as `take` counts one); `row_hashes[row]` is their keys and
+        `lengths[row]` = len(blocks) * block_size, which is returned. Prefix caching off:
+        return 0, change nothing. A row outside the cache or not empty (blocks or length):
+        ValueError."""
         (row,) = self._row_ids([row])
         if self.tables[row] or int(self.lengths[row]):
             raise ValueError(f"assign_prefix: row {row} is not empty")
@@ -128,11 +131,12 @@ class PrefixSharing:
         """Enter row's newly full blocks into the prefix cache (nothing when it is off).
 
         The row's first lengths[row] // block_size blocks are full. Afterwards
-        `row_hashes[row]` holds the keys of all of them, in order (those already there kept),
-        h_i = hash_block(h_{i-1}, or None for block 0; tokens[i*bs:(i+1)*bs]), and every
-        newly committed block i was offered to `allocator.register` under h_i with its tokens
-        (False, a key some other block holds, is fine: h_i is in `row_hashes` either way).
-        `tokens`: the row's tokens, at least lengths[row] of them."""
+        `row_hashes[row]` holds the chained keys of all of them, in order, the keys
+        `prefix_hashes` gives for those blocks of `tokens` (the entries already there kept,
+        not recomputed), and every newly committed block was offered to the index's
+        `register` under its key with its tokens (False, a key some other block holds, is
+        fine: the key is in `row_hashes` either way). `tokens`: the row's tokens, at least
+        lengths[row] of them."""
         if not self.enable_prefix_caching:
             return
         raise NotImplementedError('Exercise 6.6: Prefix caching: chained hashes, LRU reuse — see 06_paged_attention.ipynb')

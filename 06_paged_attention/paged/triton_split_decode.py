@@ -1,6 +1,6 @@
 # GENERATED from solutions/paged/triton_split_decode.py by `course stubs --write`: fill in the bodies that raise NotImplementedError.
 # The lesson is 06_paged_attention/06_paged_attention.ipynb. Exercises in this file (line of each hole, then the commands):
-#   6.9 Going further: a split-K (flash-decoding) paged-decode kernel: lines 36, 46, 69; `course check 6.9`, `course hint 6.9`
+#   6.9 Going further: a split-K (flash-decoding) paged-decode kernel: lines 36, 47, 70; `course check 6.9`, `course hint 6.9`
 """Going further (6.9): paged decode the way production kernels do it — split-K ("flash-decoding")."""
 
 from __future__ import annotations
@@ -40,9 +40,10 @@ def _merge_splits_kernel(out_ptr, m_ptr, l_ptr, acc_ptr, num_splits,
                          stride_mb, stride_mh, stride_ab, stride_ah, stride_as, stride_ob, stride_oh,
                          HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_S: tl.constexpr):
     """Grid (B, H): out[b, h] = the softmax attention over all of row b's tokens, from the
-    num_splits partial results (m, l, acc) of `_split_decode_kernel` (the log-sum-exp
-    merge, exact up to rounding: with M the largest m, out = sum_s exp(m_s - M) acc_s /
-    sum_s exp(m_s - M) l_s); empty splits (m = -inf) add nothing. Stored in out's dtype."""
+    num_splits partial results (m, l, acc) of `_split_decode_kernel`: the same softmax as
+    one pass over all the tokens, up to rounding, with no split's exponent overflowing;
+    empty splits (m = -inf, l = 0, acc = 0) add nothing (and never make a NaN). Stored in
+    out's dtype."""
     raise NotImplementedError('Exercise 6.9: Going further: a split-K (flash-decoding) paged-decode kernel — see 06_paged_attention.ipynb')
 
 

@@ -24,8 +24,9 @@ class BlockAllocator(PrefixIndex):
     def allocate(self, n: int = 1) -> list[int]:
         """Take n blocks from the FRONT of `free_queue`, in queue order, each with count 1;
         return their ids. n not an int >= 0: ValueError. Fewer than n free: CacheFullError,
-        nothing changed. A taken block still in the prefix cache is forgotten there first
-        (`self._uncache(b)`): a lookup must never find it holding someone else's tokens."""
+        nothing changed. A taken block is no longer in the prefix cache afterwards (not
+        `is_cached`; the given `_uncache` forgets an entry): a lookup must never find it
+        holding someone else's tokens."""
         n = check_int("n", n, 0)
         # BEGIN SOLUTION 6.1
         # DECISION: the free queue's order as an eviction policy: allocation takes from the front, a

@@ -23,14 +23,21 @@ def blocks_needed(num_tokens: int, block_size: int) -> int:
 
 def slot_mapping(block_tables: torch.Tensor, rows: torch.Tensor, positions: torch.Tensor,
                  block_size: int) -> torch.Tensor:
-    """The physical slot of N tokens in a pool seen as (num_blocks * block_size, H, D):
-    token i (sequence rows[i], position positions[i]) lives in slot
-    `block_tables[rows[i], positions[i] // block_size] * block_size + positions[i] % block_size`.
+    """The physical slot of N tokens in a pool seen as (num_blocks * block_size, H, D), for
+    token i of sequence rows[i] at position positions[i].
+
+    The layout: a sequence's positions fill the blocks of its table row in order,
+    block_size tokens a block (entry j of `block_tables[r]` holds positions j * block_size
+    up to (j + 1) * block_size - 1 of row r, at offsets 0, 1, ... in its block); in the flat
+    pool, block b's offsets 0 .. block_size - 1 are the consecutive slots from b * block_size.
     block_tables (B, max_blocks) int32 or int64; rows, positions (N,) int64 ->
-    slots (N,) int64 (block ids widened BEFORE the multiply: large ids overflow int32).
-    Vectorised: one gather of the block ids, no Python loop over tokens."""
+    slots (N,) int64, exact for any block id (an int32 table's ids times block_size can
+    pass 2**31). Vectorised: no Python loop over tokens."""
     # BEGIN SOLUTION 6.2
-    # HINT: Index the table with two tensors at once, `block_tables[rows, positions // block_size]`.
+    # HINT: A position's entry in its table row is the position divided by block_size, its
+    #   offset in that block the remainder; the slot is the block's first slot plus the offset.
+    # HINT: Index the table with two tensors at once, `block_tables[rows, positions // block_size]`,
+    #   and widen what it returns (`.long()`) before multiplying by block_size.
     blocks = block_tables[rows, positions // block_size].long()
     return blocks * block_size + positions % block_size
     # END SOLUTION
@@ -63,8 +70,8 @@ class BlockTables:
         """Make room for rows[i] to hold new_lengths[i] tokens (stage 04's protocol; the
         caller advances `lengths` after writing). Afterwards row r = rows[i] holds
         max(its blocks before, `blocks_needed(new_lengths[i], block_size)`) blocks (a table
-        never shrinks): its old blocks, then the ones it lacked, new from `allocator.allocate`,
-        in both `tables[r]` and `block_tables[r]`.
+        never shrinks): its old blocks, then the ones it lacked, newly allocated from
+        `allocator`, in both `tables[r]` and `block_tables[r]`.
 
         All or nothing: if the free blocks cannot cover every row's growth PLUS one block per
         entry of `cow` (the shared blocks these rows will write, each to be copied: given,

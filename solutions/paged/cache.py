@@ -19,20 +19,20 @@ from .triton_decode import HAS_TRITON, paged_decode_triton
 class PagedKVCache(BlockTables, PrefixSharing, CopyOnWrite, _CacheBase):
     """Stage 04's cache protocol on blocks (state: `__init__`, below the exercises).
 
-    `k`, `v`: (n_layer, num_blocks, block_size, n_head, head_dim) pools; token p of row b
-    is at block `tables[b][p // block_size]`, offset `p % block_size`. `lengths[b]` tokens
-    of row b are valid; slots past them are stale (anything, NaN too): never read. Inherited:
-    `reserve`, `reset` (block_table.py), prefix caching (prefix.py), fork (fork.py)."""
+    `k`, `v`: (n_layer, num_blocks, block_size, n_head, head_dim) pools, laid out as 6.2's
+    `slot_mapping` says. `lengths[b]` tokens of row b are valid; slots past them are stale
+    (anything, NaN too): never read. Inherited: `reserve`, `reset` (block_table.py), prefix
+    caching (prefix.py), fork (fork.py)."""
 
     def write(self, layer: int, rows: torch.Tensor, positions: torch.Tensor,
               k: torch.Tensor, v: torch.Tensor) -> None:
         """Store token i's k[i], v[i] (each (H, D)) at row rows[i], position positions[i]
         (rows, positions (N,) int64, reserved already): afterwards they are in `self.k[layer]`
         and `self.v[layer]` seen as (num_blocks * block_size, H, D) at `slot_mapping`'s slots
-        (one scatter each, no loop over tokens), and `_slots_for == (rows, positions, slots)`.
-        Every layer of one forward passes the SAME `rows` and `positions` objects: when both
-        are (`is`) those in `_slots_for`, its slots are reused, not recomputed (`reserve` and
-        `reset` clear it). Changes nothing else (not `lengths`)."""
+        (in the pools themselves, no Python loop over tokens); `_slots_for` == (rows,
+        positions, slots). Every layer of one forward passes the SAME `rows` and `positions`
+        objects: when both are (`is`) those in `_slots_for`, its slots are reused, not
+        recomputed (`reserve` and `reset` clear it). Changes nothing else (not `lengths`)."""
         last_rows, last_pos, slots = self._slots_for
         # BEGIN SOLUTION 6.3
         # DECISION: the pool's view as one row per slot (so a scatter writes the cache itself), and
@@ -51,10 +51,11 @@ class PagedKVCache(BlockTables, PrefixSharing, CopyOnWrite, _CacheBase):
 
     def view(self, layer: int, rows, length: int) -> tuple[torch.Tensor, torch.Tensor]:
         """K, V of `rows` (a slice, or row ids) at positions 0..length-1 of `layer`, as dense
-        (B, H, length, D) tensors in the pools' dtype: a gather (a copy), token by token
-        through the slot mapping. Positions past a row's length hold whatever their slot
-        holds, and positions past its blocks (table entry -1) any slot's data: the caller
-        masks them. Changes nothing."""
+        (B, H, length, D) tensors in the pools' dtype: a gather (a copy, sharing no memory
+        with the pools), token by token through the slot mapping. Positions past a row's
+        length hold whatever their slot holds, and positions past its blocks (table entry -1)
+        some slot's data, read through a valid slot (a -1 entry's slot would be negative):
+        the caller masks them. Changes nothing."""
         row_ids = torch.arange(self.batch, device=self.device)[rows] if isinstance(rows, slice) else \
             torch.as_tensor(rows, dtype=torch.long, device=self.device)
         # BEGIN SOLUTION 6.3

@@ -21,9 +21,10 @@ class CopyOnWrite:
 
     def fork_row(self, src: int, dst: int) -> None:
         """Row dst becomes a copy of row src that SHARES its blocks (no K/V is copied): the
-        same block table (both views), each block's count + 1 (`allocator.fork`), the same
-        committed keys (`row_hashes`) and length. Rows outside the cache, or a dst that is not
-        empty (blocks or length): ValueError, nothing changed."""
+        same block table (both views), each block one more holder, the same committed keys
+        (`row_hashes`) and length; dst's lists are its own, not src's (a row that grows
+        later must not grow the other). Rows outside the cache, or a dst that is not empty
+        (blocks or length): ValueError, nothing changed."""
         (src, dst) = self._row_ids([src, dst])
         if self.tables[dst] or int(self.lengths[dst]):
             raise ValueError(f"fork_row: row {dst} is not empty")
@@ -31,8 +32,8 @@ class CopyOnWrite:
         # DECISION: what a fork shares and what it copies (blocks shared by count, table and keys
         #   copied as lists), and when a write must copy first (the block it writes into has more
         #   than one holder).
-        # HINT: Four things become src's: the counts go up, the table (a new list: `_set_table`),
-        #   the committed keys (a copy of the list) and the length.
+        # HINT: Four things become src's: the counts go up (`allocator.fork`), the table (a new
+        #   list: `_set_table`), the committed keys (a copy of the list) and the length.
         self.allocator.fork(self.tables[src])
         self._set_table(dst, list(self.tables[src]))
         self.row_hashes[dst] = list(self.row_hashes[src])
@@ -111,12 +112,12 @@ class ParallelSampling:
         removed). Afterwards each of them either runs or waits:
         - a row is free for it (`free_slots` not empty and `scheduler.running` shorter than
           `max_batch_size`): it is RUNNING (at `self.clock()`), in `scheduler.running` and in
-          the returned ready, in that row (`slot`; it left `free_slots`) sharing the leader's
-          blocks (`cache.fork_row`: no K/V copied), with the leader's `num_computed` and
+          the returned ready, in that row (`slot`; it left `free_slots`), a fork of the
+          leader's row (6.7: its blocks shared, no K/V copied), with the leader's `num_computed` and
           `num_cached_tokens`; its logits row is a copy of the leader's, so it samples its
           first token, with its own generator, from the same logits;
-        - no row is free: it waits as an ordinary request (queued: `scheduler.add`) that
-          computes its prompt itself later.
+        - no row is free: it waits in the scheduler's waiting queue, at its place by
+          `Request.order` like an ordinary request, and computes its prompt itself later.
         Siblings take free rows in order (leaders in `ready` order, each one's siblings in
         `_forks` order), each the first free row. Returned ready: the given requests, then
         the siblings that joined, in that order; returned logits row k is ready[k]'s.
@@ -136,7 +137,7 @@ class ParallelSampling:
             # HINT: A sibling that joins takes `self.free_slots.pop(0)` as its slot, gets
             #   `cache.fork_row(leader.slot, s.slot)`, the leader's two counts, the RUNNING move
             #   at `now` and a place in `scheduler.running` and `ready`; append `i` to `rows`
-            #   for it, so `logits[rows]` lines up with `ready`.
+            #   for it, so `logits[rows]` lines up with `ready`. One that waits: `scheduler.add(s)`.
             for s in siblings:
                 if not self.free_slots or len(self.scheduler.running) >= self.scheduler.max_batch_size:
                     self.scheduler.add(s)  # no row free now: it will compute its prompt itself

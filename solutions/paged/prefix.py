@@ -44,9 +44,10 @@ class PrefixIndex:
         # END SOLUTION
 
     def take(self, block: int) -> None:
-        """A prefix-cache hit: one more holder of `block` (its count + 1). A free block
-        (count 0) first leaves the free queue: it is in use again and must not be evicted.
-        Its cache entry stays. An id outside the pool: ValueError (`_check_ids`)."""
+        """A prefix-cache hit: one more holder of `block` (its count + 1). A block that was
+        free (count 0) is no longer in the free queue afterwards: it is in use again and must
+        not be evicted. Its cache entry stays. An id outside the pool: ValueError
+        (`_check_ids`)."""
         (block,) = self._check_ids([block])
         # BEGIN SOLUTION 6.6
         if self.ref_counts[block] == 0:
@@ -118,15 +119,18 @@ class PrefixSharing:
     def match_prefix(self, tokens: Sequence[int], hashes: Sequence[bytes] | None = None) -> list[int]:
         """The cached blocks holding a prefix of `tokens`, in order; changes nothing.
 
-        Only the first n = (len(tokens) - 1) // block_size blocks can hit (blocks entirely
-        within all tokens but the last: the last token is always computed, its logits are
-        the next token's, even when the whole prompt is cached). Block i hits when
-        `allocator.lookup(hashes[i], tokens[i*bs:(i+1)*bs])` finds a block; the walk stops
-        at the first miss. `hashes`: the chained keys of `tokens`' full blocks, at least n of
-        them (`prefix_hashes(tokens, n)` when None)."""
+        Only the blocks lying entirely within all of `tokens` but the last can hit: the last
+        token is always computed, its logits are the next token's, even when the whole
+        prompt is cached. Block i hits when the allocator's index (`lookup`) has a block
+        under block i's key holding block i's tokens; the result is the longest run of hits
+        from block 0 (a block after a miss never counts, even one the index has: it belongs
+        to another prefix). `hashes`: the chained keys of `tokens`' full blocks, in order,
+        at least as many as can hit (`prefix_hashes` of `tokens` when None)."""
         # BEGIN SOLUTION 6.6
         # HINT: Walk the blocks in order and stop at the first miss: a block after a miss
         #   belongs to another prefix, whatever its own tokens (that is what the chain is for).
+        # HINT: n = (len(tokens) - 1) // block_size blocks can hit; block i holds
+        #   tokens[i * bs:(i + 1) * bs], asked for with `self.allocator.lookup(hashes[i], ...)`.
         bs = self.block_size
         n = (len(tokens) - 1) // bs
         hashes = self.prefix_hashes(tokens, n) if hashes is None else hashes[:n]
@@ -143,9 +147,10 @@ class PrefixSharing:
         """Start the EMPTY `row` from the prefix cache; return the number of cached tokens.
 
         Afterwards the row's table is `match_prefix(tokens, hashes)`'s blocks, each with one
-        more holder (`allocator.take`); `row_hashes[row]` is their keys and `lengths[row]` =
-        len(blocks) * block_size, which is returned. Prefix caching off: return 0, change
-        nothing. A row outside the cache or not empty (blocks or length): ValueError."""
+        more holder (a hit, as `take` counts one); `row_hashes[row]` is their keys and
+        `lengths[row]` = len(blocks) * block_size, which is returned. Prefix caching off:
+        return 0, change nothing. A row outside the cache or not empty (blocks or length):
+        ValueError."""
         (row,) = self._row_ids([row])
         if self.tables[row] or int(self.lengths[row]):
             raise ValueError(f"assign_prefix: row {row} is not empty")
@@ -154,8 +159,8 @@ class PrefixSharing:
         if hashes is None:
             hashes = self.prefix_hashes(tokens)
         # BEGIN SOLUTION 6.6
-        # HINT: The row takes what `match_prefix` finds: each block one more holder, the row's
-        #   table (`_set_table`), its committed keys and its length.
+        # HINT: The row takes what `match_prefix` finds: each block one more holder
+        #   (`allocator.take`), the row's table (`_set_table`), its committed keys and its length.
         blocks = self.match_prefix(tokens, hashes)
         for b in blocks:
             self.allocator.take(b)
@@ -169,16 +174,20 @@ class PrefixSharing:
         """Enter row's newly full blocks into the prefix cache (nothing when it is off).
 
         The row's first lengths[row] // block_size blocks are full. Afterwards
-        `row_hashes[row]` holds the keys of all of them, in order (those already there kept),
-        h_i = hash_block(h_{i-1}, or None for block 0; tokens[i*bs:(i+1)*bs]), and every
-        newly committed block i was offered to `allocator.register` under h_i with its tokens
-        (False, a key some other block holds, is fine: h_i is in `row_hashes` either way).
-        `tokens`: the row's tokens, at least lengths[row] of them."""
+        `row_hashes[row]` holds the chained keys of all of them, in order, the keys
+        `prefix_hashes` gives for those blocks of `tokens` (the entries already there kept,
+        not recomputed), and every newly committed block was offered to the index's
+        `register` under its key with its tokens (False, a key some other block holds, is
+        fine: the key is in `row_hashes` either way). `tokens`: the row's tokens, at least
+        lengths[row] of them."""
         if not self.enable_prefix_caching:
             return
         # BEGIN SOLUTION 6.6
         # HINT: Continue the chain from the last committed key (`row_hashes[row][-1]`): each
         #   new full block's key is hashed from its parent's key and its own tokens.
+        # HINT: For i from len(row_hashes[row]) to lengths[row] // bs: h = hash_block(parent,
+        #   chunk) (parent None for block 0), `allocator.register(tables[row][i], h, chunk)`,
+        #   then append h.
         bs, done = self.block_size, self.row_hashes[row]
         n_full = int(self.lengths[row]) // bs
         for i in range(len(done), n_full):

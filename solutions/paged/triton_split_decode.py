@@ -95,12 +95,14 @@ def _merge_splits_kernel(out_ptr, m_ptr, l_ptr, acc_ptr, num_splits,
                          stride_mb, stride_mh, stride_ab, stride_ah, stride_as, stride_ob, stride_oh,
                          HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_S: tl.constexpr):
     """Grid (B, H): out[b, h] = the softmax attention over all of row b's tokens, from the
-    num_splits partial results (m, l, acc) of `_split_decode_kernel` (the log-sum-exp
-    merge, exact up to rounding: with M the largest m, out = sum_s exp(m_s - M) acc_s /
-    sum_s exp(m_s - M) l_s); empty splits (m = -inf) add nothing. Stored in out's dtype."""
+    num_splits partial results (m, l, acc) of `_split_decode_kernel`: the same softmax as
+    one pass over all the tokens, up to rounding, with no split's exponent overflowing;
+    empty splits (m = -inf, l = 0, acc = 0) add nothing (and never make a NaN). Stored in
+    out's dtype."""
     # BEGIN SOLUTION 6.9
     # HINT: Load the splits' m (other=-inf), l and acc (other=0) as (BLOCK_S,) and
     #   (BLOCK_S, BLOCK_D) tiles; every split is rescaled to the common max before the sums.
+    # HINT: With M the largest m: out = sum_s exp(m_s - M) acc_s / sum_s exp(m_s - M) l_s.
     b = tl.program_id(0)
     h = tl.program_id(1)
     offs_s = tl.arange(0, BLOCK_S)
