@@ -73,7 +73,8 @@ def read_gguf(path: str | Path) -> GGUFFile:
     try:
         # BEGIN SOLUTION 4.11
         # HINT: Read the header with one struct.unpack_from("<4sIQQ", buf, 0), then the
-        #   metadata with read_string / read_value, keeping the position as you go.
+        #   metadata with read_value (a key is a value of type STRING, then a uint32 type),
+        #   keeping the position as you go.
         # HINT: A tensor info is a name, n_dims, the dims, the type, the offset. GGUF lists
         #   dims innermost (fastest-varying) first: numpy's shape is tuple(reversed(dims)).
         # HINT: After the last info, start = pos rounded up to a multiple of the alignment
