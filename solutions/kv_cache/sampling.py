@@ -72,8 +72,8 @@ def apply_repetition_penalty(logits: torch.Tensor, context: torch.Tensor,
     context that is not a (B, L) int64 tensor, an id >= V, or bad logits (as `sample`)."""
     penalty = _check_penalty(logits, context, penalty)
     # BEGIN SOLUTION 4.7
-    # DECISION: what counts as seen (a set per row: five occurrences penalise once; padding marks
-    #   nothing) and the sign rule (divide a positive logit, multiply a negative one).
+    # DECISION: what counts as seen and how to hold it: a (B, V) mask (five occurrences mark once;
+    #   padding marks nothing, not token 0), and the sign rule applied only where it is set.
     # HINT: First the question "has row b seen token t?" as a (B, V) bool mask: scatter True
     #   at each row's context ids. A token seen five times is still one True.
     # HINT: Padding (< 0) must mark nothing: send it to a spare column V (scatter into
