@@ -27,13 +27,13 @@ def forward_cached(model: GPT, idx: torch.Tensor, cache: CacheProtocol, *,
     at p, its K, V are written at p (each layer; padding never), and it attends to positions
     0..p of its own row only. Padded tokens are embedded at position 0 (q_pos 0 for `attend`);
     their logits are unspecified. Real ones equal `model(whole sequence)` to float32 rounding.
-    Only CacheProtocol touches the cache, and what it sees must hold: nothing is written
-    before `reserve(rows, new lengths)` has accepted them; in each layer the real tokens' K,
-    V are in the cache (`write`) before that layer reads it, by `attend(layer, rows, q,
-    q_pos)` where the cache has that method, else by `view(layer, rows, longest new length)`;
-    rows reach it as checked below (None -> slice(0, B); a slice stays a slice); its
-    lengths[rows] hold the new lengths only once the last layer is done. The model runs piece
-    by piece (its pieces: the lesson's table). Errors, before any write or advance:
+    The cache is used only through CacheProtocol, and what it sees must hold: nothing is
+    written before `reserve(rows, new lengths)` has accepted them; in each layer the real
+    tokens' K, V are in the cache (`write`) before that layer reads it, by `attend(layer,
+    rows, q, q_pos)` where the cache has that method, else by `view(layer, rows, longest new
+    length)`; rows reach it as checked below (None -> slice(0, B); a slice stays a slice);
+    its lengths[rows] hold the new lengths only once the last layer is done. The model runs
+    piece by piece (its pieces: the lesson's table). Errors, before any write or advance:
     ValueError naming "context" past model.config.block_size; reserve's CacheFullError.
     """
     rows, n_new = _check_cached_call(model, idx, cache, rows, n_new)

@@ -1,6 +1,6 @@
 # GENERATED from solutions/kv_cache/quant_linear.py by `course stubs --write`: fill in the bodies that raise NotImplementedError.
 # The lesson is 04_kv_cache/04_kv_cache.ipynb. Exercises in this file (line of each hole, then the commands):
-#   4.9 QuantLinear: INT8/INT4 weights on the fly: lines 24, 63, 66; `course check 4.9`, `course hint 4.9`
+#   4.9 QuantLinear: INT8/INT4 weights on the fly: lines 24, 64, 67; `course check 4.9`, `course hint 4.9`
 """Exercise 4.9: `QuantLinear` — an nn.Linear stored as INT8 or INT4, dequantised on the fly."""
 
 from __future__ import annotations
@@ -31,11 +31,12 @@ class QuantLinear(nn.Module):
     group_size)`; `bias`, a float32 copy of linear's or None; `input_scale` s (in,) float32 or
     None (then s = 1): AWQ's per-input-channel factor (4.10) — column j is quantised times
     s[j], and `dequantize()` divides it back out. `dequantize(dtype)`: the (out, in) weight
-    the layer computes with. forward: x (..., in) floating -> (..., out), x's dtype, x times
-    that weight plus the bias, the weight dequantised at every call — except where the given
-    __init__ set `self.use_kernel` (bits 8, the kernel runs here, a width it handles): then
-    the same layer by the fused `int8_matmul` of the stored int8 weight, never dequantised
-    (bfloat16 inside the kernel). `linear` itself is never modified. Bad input: ValueError.
+    the layer computes with. forward: x (..., in) floating -> (..., out), x's dtype: the
+    layer with that weight and the bias, the weight dequantised at every call — except where
+    the given __init__ set `self.use_kernel` (bits 8, the kernel runs here, a width it
+    handles): then the same layer by the fused `int8_matmul` of the stored int8 weight, never
+    dequantised (bfloat16 inside the kernel). `linear` itself is never modified. Bad input:
+    ValueError.
     """
 
     def __init__(self, linear: nn.Linear, bits: int = 8, group_size: int = 32,

@@ -36,11 +36,12 @@ class QuantLinear(nn.Module):
     group_size)`; `bias`, a float32 copy of linear's or None; `input_scale` s (in,) float32 or
     None (then s = 1): AWQ's per-input-channel factor (4.10) — column j is quantised times
     s[j], and `dequantize()` divides it back out. `dequantize(dtype)`: the (out, in) weight
-    the layer computes with. forward: x (..., in) floating -> (..., out), x's dtype, x times
-    that weight plus the bias, the weight dequantised at every call — except where the given
-    __init__ set `self.use_kernel` (bits 8, the kernel runs here, a width it handles): then
-    the same layer by the fused `int8_matmul` of the stored int8 weight, never dequantised
-    (bfloat16 inside the kernel). `linear` itself is never modified. Bad input: ValueError.
+    the layer computes with. forward: x (..., in) floating -> (..., out), x's dtype: the
+    layer with that weight and the bias, the weight dequantised at every call — except where
+    the given __init__ set `self.use_kernel` (bits 8, the kernel runs here, a width it
+    handles): then the same layer by the fused `int8_matmul` of the stored int8 weight, never
+    dequantised (bfloat16 inside the kernel). `linear` itself is never modified. Bad input:
+    ValueError.
     """
 
     def __init__(self, linear: nn.Linear, bits: int = 8, group_size: int = 32,
