@@ -20,11 +20,11 @@ class RMSNorm(nn.Module):
 
         y = x / sqrt(mean(x ** 2 over the last axis) + eps) * weight
 
-    eps sits INSIDE the square root (as in Hugging Face's `LlamaRMSNorm`: an all-zero vector
-    gives zeros, never NaN); no mean is subtracted, no bias. Computed in float32 and cast back
-    to x's dtype BEFORE the multiplication by `weight` (so float16 and bfloat16 results equal
-    `LlamaRMSNorm`'s bit for bit). x is not modified. ValueError: x's last axis is not `dim`
-    (given check). The parameter `weight` (key `...layernorm.weight`) starts at ones.
+    As Hugging Face's `LlamaRMSNorm`: eps INSIDE the square root (an all-zero vector gives
+    zeros, never NaN); no mean is subtracted, no bias; the statistics in float32. float32
+    results equal LlamaRMSNorm's to rounding, float16 and bfloat16 results bit for bit (so the
+    cast back to x's dtype falls where its forward puts it). x is not modified. ValueError:
+    x's last axis is not `dim` (given). `weight` (key `...layernorm.weight`) starts at ones.
     """
 
     def __init__(self, dim: int, eps: float = 1e-5):

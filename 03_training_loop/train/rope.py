@@ -1,6 +1,6 @@
 # GENERATED from solutions/train/rope.py by `course stubs --write`: fill in the bodies that raise NotImplementedError.
 # The lesson is 03_training_loop/03_training_loop.ipynb. Exercises in this file (line of each hole, then the commands):
-#   3.16 Rotary position embeddings, positions per row: line 33; `course check 3.16`, `course hint 3.16`
+#   3.16 Rotary position embeddings, positions per row: line 31; `course check 3.16`, `course hint 3.16`
 """Exercise 3.16: rotary position embeddings (RoPE; Su et al., 2021), positions per row."""
 
 from __future__ import annotations
@@ -17,15 +17,13 @@ def apply_rope(x: torch.Tensor, positions: torch.Tensor, theta: float = 10000.0)
     independent (a batched or paged engine gives each row its own positions, and left-padded
     rows start later). Hugging Face Llama's "rotate half" layout: with half = D // 2, for each
     i in 0..half-1 the pair (x[..., i], x[..., i + half]) — NOT (x[..., 2i], x[..., 2i + 1]) —
-    is rotated by the angle a = positions[b, t] * inv_freq[i], inv_freq[i] = theta ** (-2i / D):
-
-        out[..., i]        = x[..., i] * cos(a) - x[..., i + half] * sin(a)
-        out[..., i + half] = x[..., i] * sin(a) + x[..., i + half] * cos(a)
-
-    the same for every head h. Precision, as `LlamaRotaryEmbedding`: inv_freq is
-    1 / theta ** (arange(0, D, 2) / D) in float32, the angles positions.float() * inv_freq in
-    float32, and cos and sin are cast to x's dtype before they multiply x (float32 results
-    then equal Hugging Face's `apply_rotary_pos_emb` to rounding). x is not modified.
+    read as a vector in the plane (first coordinate x[..., i]), is rotated counter-clockwise by
+    the angle a = positions[b, t] * inv_freq[i], inv_freq[i] = theta ** (-2i / D), the same for
+    every head h: a unit vector on coordinate i turns towards coordinate i + half.
+    Precision, as `LlamaRotaryEmbedding`: inv_freq is 1 / theta ** (arange(0, D, 2) / D) in
+    float32, the angles positions.float() * inv_freq in float32, and cos and sin are rounded
+    to x's dtype before they meet x (float32 results then equal Hugging Face's
+    `apply_rotary_pos_emb` to rounding). x is not modified.
     ValueError: x not 4-D, D odd, positions not (B, T) of x; TypeError: positions not integer;
     ValueError: theta not a positive number.
     """

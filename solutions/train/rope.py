@@ -14,15 +14,13 @@ def apply_rope(x: torch.Tensor, positions: torch.Tensor, theta: float = 10000.0)
     independent (a batched or paged engine gives each row its own positions, and left-padded
     rows start later). Hugging Face Llama's "rotate half" layout: with half = D // 2, for each
     i in 0..half-1 the pair (x[..., i], x[..., i + half]) — NOT (x[..., 2i], x[..., 2i + 1]) —
-    is rotated by the angle a = positions[b, t] * inv_freq[i], inv_freq[i] = theta ** (-2i / D):
-
-        out[..., i]        = x[..., i] * cos(a) - x[..., i + half] * sin(a)
-        out[..., i + half] = x[..., i] * sin(a) + x[..., i + half] * cos(a)
-
-    the same for every head h. Precision, as `LlamaRotaryEmbedding`: inv_freq is
-    1 / theta ** (arange(0, D, 2) / D) in float32, the angles positions.float() * inv_freq in
-    float32, and cos and sin are cast to x's dtype before they multiply x (float32 results
-    then equal Hugging Face's `apply_rotary_pos_emb` to rounding). x is not modified.
+    read as a vector in the plane (first coordinate x[..., i]), is rotated counter-clockwise by
+    the angle a = positions[b, t] * inv_freq[i], inv_freq[i] = theta ** (-2i / D), the same for
+    every head h: a unit vector on coordinate i turns towards coordinate i + half.
+    Precision, as `LlamaRotaryEmbedding`: inv_freq is 1 / theta ** (arange(0, D, 2) / D) in
+    float32, the angles positions.float() * inv_freq in float32, and cos and sin are rounded
+    to x's dtype before they meet x (float32 results then equal Hugging Face's
+    `apply_rotary_pos_emb` to rounding). x is not modified.
     ValueError: x not 4-D, D odd, positions not (B, T) of x; TypeError: positions not integer;
     ValueError: theta not a positive number.
     """
@@ -31,6 +29,8 @@ def apply_rope(x: torch.Tensor, positions: torch.Tensor, theta: float = 10000.0)
     # DECISION: which coordinates form a rotating pair (the two halves of the head, i and
     #   i + D/2), and which axes the angles broadcast over (one angle per row b, token t and
     #   pair i; the same for every head).
+    # HINT: Rotating the plane vector (u, w) counter-clockwise by a gives (u cos a - w sin a,
+    #   u sin a + w cos a); here u = x[..., i] and w = x[..., i + half], for every i at once.
     # HINT: The frequencies first: inv_freq = 1 / theta ** (torch.arange(0, D, 2) / D), D/2 of
     #   them in float32, fast for the first pairs and slow for the last.
     # HINT: The angles are positions (B, T) times inv_freq (D/2,): (B, T, D/2). Insert the
