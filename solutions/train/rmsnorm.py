@@ -45,7 +45,7 @@ class RMSNorm(nn.Module):
         #   there, and small activations come out different.
         # HINT: Work on x.float(); cast the normalised values back with .to(x.dtype), and only
         #   then multiply by self.weight (LlamaRMSNorm's order: `weight * hidden.to(dtype)`;
-        #   multiplying in float32 and casting last differs in the last bit of a half).
+        #   multiplying in float32 and casting last can differ in the last bit of a half).
         h = x.float()
         h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)
         return self.weight * h.to(x.dtype)

@@ -31,7 +31,7 @@ def apply_rope(x: torch.Tensor, positions: torch.Tensor, theta: float = 10000.0)
     #   pair i; the same for every head).
     # HINT: Rotating the plane vector (u, w) counter-clockwise by a gives (u cos a - w sin a,
     #   u sin a + w cos a); here u = x[..., i] and w = x[..., i + half], for every i at once.
-    # HINT: The frequencies first: inv_freq = 1 / theta ** (torch.arange(0, D, 2) / D), D/2 of
+    # HINT: The frequencies: inv_freq = 1 / theta ** (torch.arange(0, D, 2) / D), D/2 of
     #   them in float32, fast for the first pairs and slow for the last.
     # HINT: The angles are positions (B, T) times inv_freq (D/2,): (B, T, D/2). Insert the
     #   head axis so they broadcast against x (B, H, T, D/2): angles[:, None]. Keep the row
