@@ -87,6 +87,29 @@ def test_encode_with_a_trained_vocabulary_and_specials():
     assert got == [hf.encode(t, add_special_tokens=False).ids for t in texts]
 
 
+def _visible(name: str):
+    """A visible test module of this stage, by file name (its helpers and oracles)."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).parents[1] / "tests" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"_visible_{name}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.exercise("2.11")
+def test_every_corpus_document_gets_smollm2s_ids():
+    """SmolLM2's ids of EVERY corpus document (the visible test: a sample of them), with the
+    vocabulary read by gguf.GGUFReader, which the visible tests' own metadata parse must equal."""
+    visible = _visible("test_bpe_smollm2")
+    meta = visible.smollm2_metadata_by_gguf()
+    assert visible.smollm2_metadata() == meta, "read_gguf_metadata differs from gguf.GGUFReader's fields"
+    digests = visible.check_corpus_ids((meta, {}, visible.oracle(meta)), list(dd.iter_corpus()))
+    course.answer("digests", digests)
+
+
 # ---------------------------------------------------------------------- 2.12
 @pytest.mark.exercise("2.12")
 def test_decode_random_bytes_and_merged_tokens():

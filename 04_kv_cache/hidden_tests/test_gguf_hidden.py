@@ -160,3 +160,77 @@ def test_names_of_every_layer_part():
         with pytest.raises(ValueError):
             kc.hf_name(bad)
     course.answer("names", names, exact=True)
+
+
+# ---- 4.13 on SmolLM2's real file, against the live oracle (the visible test: two prompts,
+# recorded): every parameter, logits on 8 prompts, two greedy answers token for token
+
+PROMPTS = ("The capital of France is", "def fibonacci(n):\n    ", "Once upon a time, there was a",
+           "import numpy as np\nx = np.", "The three primary colours are", "1, 2, 3, 4, 5,",
+           "Photosynthesis is the process by which", "<|im_start|>user\nHi!<|im_end|>\n<|im_start|>assistant\n")
+QUESTIONS = ("What is the capital of France?", "Write a Python function that returns the square of a number.")
+MAX_NEW = 80  # both answers end (<|im_end|>) well before this
+
+
+@pytest.fixture(scope="module")
+def loaded(smollm2, smollm2_oracle):
+    """A function: (gguf file, model, tokenizer, transformers' model)."""
+    return lambda: (*smollm2(), smollm2_oracle()[0])  # the course's first: an unwritten exercise fails fast
+
+
+@pytest.mark.exercise("4.13")
+def test_the_mapped_parameters_are_transformers_own(smollm2, smollm2_oracle):
+    ours = dict(smollm2()[1].state_dict())
+    theirs = smollm2_oracle()[1]  # the loaded model's: llama_state_dict's
+    ours.pop("lm_head.weight")  # the tied head, the embedding itself (test_load_smollm2_...)
+    assert sorted(ours) == sorted(theirs), "the state dict must hold exactly LlamaForCausalLM's names"
+    for name, w in theirs.items():
+        assert ours[name].shape == w.shape, f"{name}: shape {tuple(ours[name].shape)}, transformers {tuple(w.shape)}"
+        if not torch.equal(ours[name], w):
+            hint = (" (Q and K rows: llama.cpp interleaved each head's rotary pairs; undo its permute, over the "
+                    "query heads for Q and the KV heads for K)") if "q_proj" in name or "k_proj" in name else ""
+            raise AssertionError(f"{name} differs from transformers' parameter by up to "
+                                 f"{(ours[name] - w).abs().max().item():.3g}{hint}")
+    course.answer("names", sorted(ours), exact=True)
+    course.answer("qk", [ours[f"model.layers.{i}.self_attn.{p}_proj.weight"][:, :4] for i in (0, 29) for p in "qk"],
+                  exact=True)
+
+
+@pytest.mark.exercise("4.13")
+def test_logits_equal_transformers_on_eight_prompts(loaded):
+    _, model, tok, hf = loaded()
+    assert isinstance(model, __import__("solutions.train", fromlist=["Llama"]).Llama)
+    last = []
+    for text in PROMPTS:
+        idx = torch.tensor([tok.encode(text)])
+        with torch.no_grad():
+            ours, theirs = model(idx), hf(idx).logits
+        err = (ours - theirs).abs().max().item()
+        assert torch.allclose(ours, theirs, atol=1e-4, rtol=1e-4), \
+            f"{text!r}: logits differ from transformers' by up to {err:.3g} (tolerance 1e-4)"
+        last.append(ours[0, -1, :256])
+    course.answer("last_logits", last, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.exercise("4.13")
+@pytest.mark.parametrize("question", QUESTIONS)
+def test_greedy_answers_equal_transformers_token_for_token(loaded, question):
+    """transformers decodes greedily (its own KV cache); the course's model, given the prompt and
+    each prefix of that answer (one causal forward), must pick the same next token at every
+    step: exactly the condition for its own greedy decoding to produce the same tokens."""
+    g, model, tok, hf = loaded()
+    prompt = tok.encode(kc.render_chat([{"role": "user", "content": question}], g))
+    eos = g.metadata["tokenizer.ggml.eos_token_id"]
+    with torch.no_grad():
+        answer = hf.generate(torch.tensor([prompt]), max_new_tokens=MAX_NEW, do_sample=False,
+                             eos_token_id=eos, pad_token_id=eos)[0, len(prompt):].tolist()
+        logits = model(torch.tensor([prompt + answer]))[0, len(prompt) - 1:-1]
+    assert answer[-1] == eos, f"transformers' answer did not end within {MAX_NEW} tokens: {tok.decode(answer)!r}"
+    ours = logits.argmax(-1).tolist()
+    first = next((i for i, (a, b) in enumerate(zip(ours, answer)) if a != b), None)
+    assert first is None, (f"the course's model departs from transformers' greedy answer at token {first}: "
+                           f"{tok.decode(answer[:first])!r} then {tok.decode([ours[first]])!r}, not "
+                           f"{tok.decode([answer[first]])!r}")
+    text = tok.decode(answer[:-1])
+    assert ("Paris" in text) if "France" in question else ("def " in text and "** 2" in text), text
+    course.answer("tokens", ours, exact=True)
