@@ -13,17 +13,11 @@ TOLERANCE = 0.5 logits is four times the measured error.
 
 from __future__ import annotations
 
-import os
-import socket
-import subprocess
-import sys
-
 import openai
 import pytest
 import torch
 
 import course
-from course.loader import root
 from solutions.device import greedy_margins, must_agree
 from solutions.gpt import load_default
 from solutions.kv_cache import generate
@@ -36,56 +30,45 @@ N = 16
 TOLERANCE = 0.5
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@pytest.mark.exercise("7.5")
-@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
-def test_course_serve_in_bfloat16_answers_float32s_greedy_tokens(device, tmp_path):
-    """`course serve --device D --dtype bfloat16` in its own process; three greedy
-    completions (one streamed) through the `openai` client, each equal to float32's
-    `generate` up to float32's first near-tie (and that prefix is most of the answer)."""
-    port = _free_port()
-    log = (tmp_path / "server.log").open("w")
-    env = dict(os.environ, PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1")
-    proc = subprocess.Popen([sys.executable, "-m", "course", "--impl", course.current_impl(), "serve",
-                             "--device", device, "--dtype", "bfloat16", "--port", str(port), "--grace", "2"],
-                            cwd=root(), env=env, stdout=log, stderr=subprocess.STDOUT)
-    try:
-        url = f"http://127.0.0.1:{port}"
-        # a bound reached only when the start is broken (a dead process is seen at once): a
-        # loaded machine took over 60 s to bring the server up
-        if not srv.serve.wait_until_healthy(url, proc, timeout=240):  # given code of the package under test
-            pytest.fail(f"`course serve` did not come up (exit {proc.poll()}):\n"
-                        + (tmp_path / "server.log").read_text()[-3000:])
-        oai = openai.OpenAI(base_url=f"{url}/v1", api_key="x", max_retries=0, timeout=240)
-        online = []
-        for i, p in enumerate(PROMPTS):
-            kw = dict(model=M, prompt=p, max_tokens=N, temperature=0)
-            if i == 1:
-                online.append("".join(ch.choices[0].text for ch in oai.completions.create(**kw, stream=True)
-                                      if ch.choices))
-            else:
-                online.append(oai.completions.create(**kw).choices[0].text)
-    finally:  # its graceful shutdown is tested elsewhere (test_server_shutdown.py); here only the answers count
-        proc.kill()
-        proc.wait(10)
-        log.close()
-    assert f"model on {device}" in (tmp_path / "server.log").read_text().replace("cuda:0", "cuda")
-    assert "in bfloat16" in (tmp_path / "server.log").read_text()
+def agreed_with_float32(online: list[str]) -> list[list[int]]:
+    """Each answer's tokens up to float32's first near-tie, asserted equal to float32's
+    `generate`; and that prefix is most of the answer."""
     model, tok = load_default()
-    agreed = 0
+    agreed = []
     for p, text in zip(PROMPTS, online):
         ids = tok.encode(p)
         ref = generate(model, [ids], N, stop=[EOT]).tokens[0]
         k = must_agree(greedy_margins(model, ids, ref), TOLERANCE)
         got = tok.encode(text)
         assert got[:k] == ref[:k], f"{p!r}: bfloat16 {got} vs float32 {ref}; they must agree on the first {k}"
-        agreed += k
-    assert agreed >= 0.75 * N * len(PROMPTS), f"only {agreed} tokens were comparable: the prompts are near-ties"
+        agreed.append(got[:k])
+    assert sum(map(len, agreed)) >= 0.75 * N * len(PROMPTS), \
+        f"only {sum(map(len, agreed))} tokens were comparable: the prompts are near-ties"
+    return agreed
+
+
+def completions(url: str) -> list[str]:
+    """PROMPTS' greedy completions through the unmodified `openai` client (the second streamed)."""
+    oai = openai.OpenAI(base_url=f"{url}/v1", api_key="x", max_retries=0, timeout=240)
+    online = []
+    for i, p in enumerate(PROMPTS):
+        kw = dict(model=M, prompt=p, max_tokens=N, temperature=0)
+        if i == 1:
+            online.append("".join(ch.choices[0].text for ch in oai.completions.create(**kw, stream=True)
+                                  if ch.choices))
+        else:
+            online.append(oai.completions.create(**kw).choices[0].text)
+    return online
+
+
+@pytest.mark.exercise("7.5")
+def test_a_bfloat16_server_answers_float32s_greedy_tokens(start):
+    """The server (in this process) on the default model in bfloat16: three greedy completions
+    (one streamed) through the `openai` client, each equal to float32's `generate` up to
+    float32's first near-tie. (`course serve --dtype bfloat16` in its own process, the same
+    answers: the held-out test_course_serve_in_bfloat16_answers_float32s_greedy_tokens.)"""
+    model, _ = load_default(dtype=torch.bfloat16)
+    agreed_with_float32(completions(start(model=model).url))
 
 
 @pytest.mark.exercise("7.5")

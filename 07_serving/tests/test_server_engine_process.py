@@ -1,6 +1,8 @@
 """The engine in a process of its own (given code, `engine_process.py`: what `course serve`
 runs unless `--in-process`): the same answers as the engine in a thread, errors and finished
-records across the pipe, clients that leave, and a stop that ends the process."""
+records across the pipe, clients that leave, and a stop that ends the process. (An error made
+in the engine process reaching the client needs a second engine process, seconds of start:
+the held-out test_an_error_made_in_the_engine_process_reaches_the_client.)"""
 
 from __future__ import annotations
 
@@ -47,25 +49,6 @@ def test_answers_equal_generate_alone_streamed_or_not(remote, tiny_model, kit):
     kit.assert_clean(h)
     line = h.state.finished_lines[-1]  # records cross the pipe: the log line is written here
     assert set(line) == set(srv.LOG_KEYS) and line["output_tokens"] == len(ids[0])
-
-
-@HTTP
-def test_an_error_made_in_the_engine_process_reaches_the_client(tiny_model, kit):
-    err = srv.APIError(504, "too slow", type="timeout", code="deadline", headers={"Retry-After": "1"})
-    back = pickle.loads(pickle.dumps(err))
-    assert (back.status, back.message, back.type, back.code, back.headers) == (504, "too slow", "timeout", "deadline",
-                                                                               {"Retry-After": "1"})
-    # the deadlines are checked in the engine process (7.3): a first-token deadline nobody can meet
-    engine = srv.EngineProcess(tiny_model, max_batch_size=2, num_blocks=16)
-    h = srv.serve_in_thread(engine, None, srv.ServerConfig(first_token_timeout_s=1e-6), start_timeout=120.0)
-    try:
-        with kit.client(h) as c:
-            r = c.post("/v1/completions", json={"model": M, "prompt": "late", "max_tokens": 4})
-        assert r.status_code == 504, r.text
-        assert set(r.json()["error"]) == {"message", "type", "param", "code"}
-        kit.assert_clean(h)
-    finally:
-        h.stop()
 
 
 @HTTP
