@@ -453,3 +453,31 @@ def test_compare_with_zero_margins_and_a_missing_baseline_metric():
     course.answer("failures", len(got))
     with pytest.raises(KeyError):
         train.compare(base, {"a": 1.0}, margins)
+
+
+@pytest.mark.exercise("3.11")
+def test_two_processes_under_torchrun_match_one_process_with_twice_the_accumulation(tmp_path):
+    """The visible test's run under torchrun itself (`python -m torch.distributed.run
+    --standalone --nproc_per_node 2 <the package>`), not forked from the test's process."""
+    import importlib.util
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    spec = importlib.util.spec_from_file_location("_visible_test_train_ddp",
+                                                  Path(__file__).parents[1] / "tests" / "test_train_ddp.py")
+    visible = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(visible)
+    train.shard_batch(torch.zeros(4, 2), torch.zeros(4, 2), 1, 2)  # fail fast while 3.11 is a stub
+    visible._write_corpus(tmp_path)
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+           os.path.dirname(train.__file__), *visible.ddp_args(tmp_path)]
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=150, env=env)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    ddp = json.loads((tmp_path / "ddp.json").read_text())
+    visible.compare_with_one_process(tmp_path, ddp)
+    course.answer("loss", ddp["loss"], rtol=0, atol=visible.TOLERANCE)
+

@@ -8,11 +8,17 @@ import json
 import pytest
 
 import course
+from course.slowdown import machine_slowdown
 from solutions.batching import ContinuousBatching, Engine, ManualClock, Request
 
 srv = course.load("server")
 pytestmark = pytest.mark.exercise("7.3")
 M = "course-gpt"
+# The deadlines scale with the machine (its load now: 1 when quiet, up to 10x when busy), so a
+# quiet machine's check waits half a second a deadline, and a busy one keeps its margin.
+SLOWDOWN = machine_slowdown(measure=False).factor
+DEADLINE = 0.5 * SLOWDOWN  # seconds
+STEP = DEADLINE / 50  # slept a step: a 100-token request takes >= 2 deadlines
 
 
 def _request(tiny_model, clock):
@@ -47,11 +53,12 @@ def test_deadline_reason(tiny_model):
     assert late(fresh, 50.0, first_token_s=1.0, total_s=2.0) is None, "a request without an arrival is never late"
 
 
-# The deadlines leave a loaded machine room: a 100-token request takes >= 2 s (20 ms a step,
-# slept), so it always misses a 1.5 s deadline, however fast the machine; what must be in
-# time (2 tokens, or a first token) has 1.5 s for what takes ~0.05 s on an idle one.
+# The deadlines leave a loaded machine room: a 100-token request takes >= 2 DEADLINEs (STEP a
+# step, slept), so it always misses the deadline, however fast the machine; what must be in
+# time (2 tokens, or a first token) has a DEADLINE (0.5 s on a quiet machine, scaled with its
+# load) for what takes ~0.05 s on an idle one.
 def test_total_deadline_is_504_and_frees_everything(start, kit):
-    h = start(step_delay=0.02, timeout_s=1.5)
+    h = start(step_delay=STEP, timeout_s=DEADLINE)
     with kit.client(h) as c:
         r = c.post("/v1/completions", json={"model": M, "prompt": "slow", "max_tokens": 100, "temperature": 0})
         assert r.status_code == 504, r.text
@@ -64,7 +71,7 @@ def test_total_deadline_is_504_and_frees_everything(start, kit):
 
 
 def test_deadline_mid_stream_is_a_last_event(start, kit):
-    h = start(step_delay=0.02, timeout_s=1.5)
+    h = start(step_delay=STEP, timeout_s=DEADLINE)
     with kit.client(h) as c:
         with c.stream("POST", "/v1/completions", json={"model": M, "prompt": "slow", "max_tokens": 100,
                                                         "temperature": 0, "stream": True}) as r:
@@ -80,7 +87,7 @@ def test_first_token_deadline_while_queued(start, kit):
     """One request holds the only row; the next one waits and misses its first-token deadline."""
     import threading
 
-    h = start(step_delay=0.02, max_batch_size=1, first_token_timeout_s=1.0)  # "a": >= 2 s
+    h = start(step_delay=STEP, max_batch_size=1, first_token_timeout_s=DEADLINE)  # "a": >= 2 DEADLINEs
     with kit.client(h) as c:
         results = {}
 
@@ -92,7 +99,7 @@ def test_first_token_deadline_while_queued(start, kit):
                 results["error"] = e
         t = threading.Thread(target=first)
         t.start()
-        # "a" holds the row (>= 100 steps of 20 ms) before "b" is sent: a readiness signal, not a sleep
+        # "a" holds the row (>= 100 steps of STEP) before "b" is sent: a readiness signal, not a sleep
         kit.wait_until(lambda: kit.health(h)["running"] == 1 or not t.is_alive(), what='"a" to be running')
         if "error" in results:
             raise results["error"]
