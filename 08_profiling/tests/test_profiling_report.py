@@ -21,6 +21,23 @@ def data():
     return json.loads(DATA.read_text())
 
 
+@pytest.fixture
+def unrendered(monkeypatch):
+    """Figures saved without being drawn (each file only a PNG signature), for the tests that
+    read the report's text: drawing is most of a report's time (test_report_with_every_plot
+    draws them)."""
+    import matplotlib.figure
+
+    def savefig(self, fname, *args, **kwargs):
+        if hasattr(fname, "write"):
+            fname.write(PNG)
+        else:
+            path = Path(fname)
+            (path if path.suffix else path.with_suffix(".png")).write_bytes(PNG)
+
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", savefig)
+
+
 @pytest.mark.exercise("8.7")
 def test_report_with_every_plot(data, tmp_path, report_json):
     path = prof.write_report(data, tmp_path)
@@ -36,7 +53,7 @@ def test_report_with_every_plot(data, tmp_path, report_json):
 
 
 @pytest.mark.exercise("8.7")
-def test_every_figure_comes_from_the_data(data, tmp_path, report_check):
+def test_every_figure_comes_from_the_data(data, tmp_path, report_check, unrendered):
     md = prof.write_report(data, tmp_path).read_text()
     made_up = report_check(md, data)
     assert made_up == [], (
@@ -53,7 +70,7 @@ def test_every_figure_comes_from_the_data(data, tmp_path, report_check):
 
 
 @pytest.mark.exercise("8.7")
-def test_only_the_sections_in_the_data(data, tmp_path, report_check):
+def test_only_the_sections_in_the_data(data, tmp_path, report_check, unrendered):
     part = {k: data[k] for k in ("environment", "model", "conditions", "sweep")}
     md = prof.write_report(part, tmp_path).read_text()
     assert (tmp_path / "sweep.png").exists()
@@ -63,7 +80,7 @@ def test_only_the_sections_in_the_data(data, tmp_path, report_check):
 
 
 @pytest.mark.exercise("8.7")
-def test_a_fresh_measurement_reports_cleanly(model, tmp_path, report_check):
+def test_a_fresh_measurement_reports_cleanly(model, tmp_path, report_check, unrendered):
     """collect on a real (tiny) model, end to end: plain JSON, and a report that passes the check."""
     fresh = prof.collect(model, sections=["memory", "sweep", "latency"], quick=True)
     assert json.loads(json.dumps(fresh, allow_nan=False)) == fresh
@@ -80,7 +97,7 @@ def test_bad_arguments(tmp_path):
 
 
 @pytest.mark.exercise("8.7")
-def test_sections_come_in_the_contracts_order(data, tmp_path):
+def test_sections_come_in_the_contracts_order(data, tmp_path, unrendered):
     md = prof.write_report(data, tmp_path).read_text()
     heads = [line for line in md.splitlines() if line.startswith("## ")]
     want = ["## Timers", "## Where a decode step's time goes", "## Memory", "## Throughput against batch size",
@@ -93,7 +110,7 @@ def test_sections_come_in_the_contracts_order(data, tmp_path):
 
 
 @pytest.mark.exercise("8.7")
-def test_the_recommendation_and_the_knee_are_shown(data, tmp_path):
+def test_the_recommendation_and_the_knee_are_shown(data, tmp_path, unrendered):
     md = prof.write_report(data, tmp_path).read_text()
     rec = data["latency"]["recommendation"]
     assert f"`{rec['key']}`" in md, "the recommendation's key is shown in backticks"
