@@ -8,8 +8,8 @@ map, transformers' un-permutation of Q and K), none of the learner's code involv
 Tolerances: float32 logits within 1e-4 (atol and rtol); greedy answers token for token.
 
 Here (`course check 4.13`, seconds): the course's logits on two prompts against that oracle's,
-recorded in `smollm2_logits.py` (`python 04_kv_cache/tests/test_smollm2.py --record` writes
-it from the live oracle; a file other than the recorded one is checked against the live
+recorded in `smollm2_logits.py` (`COURSE_IMPL=solution python 04_kv_cache/tests/test_smollm2.py
+--record` writes it from the live oracle; a file other than the recorded one is checked against the live
 oracle instead). The held-out tests (hidden_tests/test_gguf_hidden.py, run by `make test` and
 `course grade`) run the live oracle: every parameter equal, logits on the 8 prompts below,
 and the two greedy answers token for token.
@@ -187,9 +187,8 @@ def record() -> None:
     spec = importlib.util.spec_from_file_location("_stage04_conftest", Path(__file__).with_name("conftest.py"))
     conf = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(conf)
-    ref = course.load("kv_cache", impl="solution")
-    path = ref.smollm2_path()
-    tok = ref.gguf_tokenizer(ref.read_gguf(path))
+    path = kc.smollm2_path()  # the ids: the package's tokenizer (run it with COURSE_IMPL=solution)
+    tok = kc.gguf_tokenizer(kc.read_gguf(path))
     hf = conf._oracle(path)[0]
     out = {"file": file_key(path), "note": "transformers' LlamaForCausalLM on SmolLM2's GGUF (04_kv_cache/tests/"
            "conftest.py's oracle), written by `python 04_kv_cache/tests/test_smollm2.py --record`",
