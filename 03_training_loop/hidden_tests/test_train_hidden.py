@@ -456,7 +456,7 @@ def test_compare_with_zero_margins_and_a_missing_baseline_metric():
 
 
 @pytest.mark.exercise("3.11")
-def test_two_processes_under_torchrun_match_one_process_with_twice_the_accumulation(tmp_path):
+def test_two_processes_under_torchrun_match_one_process_with_twice_the_accumulation(tmp_path, one_thread):
     """The visible test's run under torchrun itself (`python -m torch.distributed.run
     --standalone --nproc_per_node 2 <the package>`), not forked from the test's process."""
     import importlib.util
