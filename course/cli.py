@@ -173,34 +173,53 @@ SHRINK_SECONDS = 20
 
 
 def _speed_checks(st: manifest.Stage, results, ex: manifest.Exercise | None) -> list[str]:
-    """A stage's quick speed check, once the exercise it times passes: its bench.py may define
-    `SPEED_CHECKED = "6.4"` and `speed_check() -> str | None` (a line when the code is correct
-    but slower than it needs to be). Correctness is the tests'; this only says "see the bench"."""
+    """A stage's quick speed checks, each once the exercise it times passes. Its bench.py may
+    define `SPEED_CHECKED`, one exercise id (`"6.4"`) or a tuple of them (`("2.3", "2.4")`),
+    and `speed_check(exercise) -> str | None` (`speed_check()` without the argument is called
+    as it is): a line when the code is correct but slower than the stage aims, else None.
+    `course check N.M` runs N.M's check, `course check NN` the check of every done exercise
+    listed. Correctness is the tests'; a check only says "see the bench": it never changes
+    points or the verdict (it runs after both), and one that raises says it did not run."""
     import importlib.util
+    import inspect
 
     from course import grading
     from course.results import as_results
 
     path = root() / st.folder / "bench.py"
     text = path.read_text(encoding="utf-8", errors="replace") if path.is_file() else ""
-    found = re.search(r"""^SPEED_CHECKED\s*=\s*["'](\d+\.\d+)["']""", text, re.M)
+    # read from the source: the bench (datasketch, torch) loads only when a check runs
+    found = re.search(r"""^SPEED_CHECKED\s*=\s*(\([^)]*\)|\[[^\]]*\]|["'][^"'\n]*["'])""", text, re.M)
     if "def speed_check" not in text or found is None:
         return []
-    target = found.group(1)  # read from the source: the bench (datasketch, torch) loads only when it runs
-    if ex is not None and ex.id != target:
-        return []
-    try:
-        ex_t = manifest.exercise(target)
-        mine = [r for r in as_results(results) if r.exercise == target and not r.hidden]
-        if grading.score_exercise(target, ex_t.points, mine).state != "done":
-            return []
-        spec = importlib.util.spec_from_file_location(f"course_bench_{st.number}", path)
-        bench = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(bench)  # type: ignore[union-attr]
-        line = bench.speed_check()
-    except Exception as e:  # a speed check never fails a check; say why it did not run
-        return [f"speed check of stage {st.number} did not run: {type(e).__name__}: {e}"]
-    return [line] if line else []
+    targets = list(dict.fromkeys(re.findall(r"""["'](\d+\.\d+)["']""", found.group(1))))
+    if ex is not None:
+        targets = [t for t in targets if t == ex.id]
+    lines, bench, loading, mine = [], None, False, as_results(results)
+    for target in targets:
+        try:
+            ex_t = manifest.exercise(target)
+            passed = [r for r in mine if r.exercise == target and not r.hidden]
+            if grading.score_exercise(target, ex_t.points, passed).state != "done":
+                continue
+            if bench is None:
+                spec = importlib.util.spec_from_file_location(f"course_bench_{st.number}", path)
+                module = importlib.util.module_from_spec(spec)
+                loading = True
+                spec.loader.exec_module(module)  # type: ignore[union-attr]
+                bench, loading = module, False
+            check = bench.speed_check
+            takes = any(q.kind in (q.POSITIONAL_ONLY, q.POSITIONAL_OR_KEYWORD, q.VAR_POSITIONAL)
+                        for q in inspect.signature(check).parameters.values())
+            line = check(target) if takes else check()
+        except Exception as e:  # a speed check never fails a check; say why it did not run
+            lines.append(f"speed check of {target} (stage {st.number}) did not run: {type(e).__name__}: {e}")
+            if loading:  # the bench itself did not load: the other checks would not either
+                break
+            continue
+        if line:
+            lines.append(line)
+    return lines
 
 
 # ---- hint -------------------------------------------------------------------------------

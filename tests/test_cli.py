@@ -181,4 +181,39 @@ def test_a_stage_speed_check_speaks_only_once_its_exercise_passes(tmp_path, monk
     assert cli._speed_checks(st, passed, manifest.exercise("1.2")) == []
     (base / "01_autograd" / "bench.py").write_text('SPEED_CHECKED = "1.1"\n\ndef speed_check():\n    1 / 0\n')
     (line,) = cli._speed_checks(st, passed, ex)
-    assert line.startswith("speed check of stage 01 did not run: ZeroDivisionError"), line
+    assert line.startswith("speed check of 1.1 (stage 01) did not run: ZeroDivisionError"), line
+
+
+def test_a_stage_may_speed_check_several_exercises(tmp_path, monkeypatch):
+    """SPEED_CHECKED may name several exercises (issue 33): `speed_check(exercise)` runs for
+    each one that passes; a slow implementation gets its line, a fast one none (the fake
+    check below decides by a measured-looking ratio against a threshold, never a timing)."""
+    from course import cli, manifest
+    from course.results import TestResult
+    from tests.helpers import small_course
+
+    base = small_course(tmp_path / "c")
+    monkeypatch.setenv("COURSE_ROOT", str(base))
+    (base / "01_autograd" / "bench.py").write_text(
+        'import os\nSPEED_CHECKED = (\n    "1.1",\n    "1.2",\n)\nSLOW = 3.0\n\n'
+        'def speed_check(exercise):\n'
+        '    ratio = float(os.environ[f"FAKE_RATIO_{exercise}"])  # what a measurement would give\n'
+        '    if ratio <= SLOW:\n        return None\n'
+        '    return f"{exercise} is correct but {ratio:.1f}x the baseline; the aim is <= {SLOW:g}x"\n')
+    st = manifest.stage("01")
+    res = [TestResult(f"01_autograd/tests/t.py::test_{e}", exercise=e, outcome="passed") for e in ("1.1", "1.2")]
+    monkeypatch.setenv("FAKE_RATIO_1.1", "9.0")  # an O(n^2) one
+    monkeypatch.setenv("FAKE_RATIO_1.2", "1.2")  # the reference's
+    assert cli._speed_checks(st, res, None) == ["1.1 is correct but 9.0x the baseline; the aim is <= 3x"]
+    assert cli._speed_checks(st, res, manifest.exercise("1.1")) == [
+        "1.1 is correct but 9.0x the baseline; the aim is <= 3x"]
+    assert cli._speed_checks(st, res, manifest.exercise("1.2")) == []
+    monkeypatch.setenv("FAKE_RATIO_1.2", "5.0")
+    assert len(cli._speed_checks(st, res, None)) == 2
+    res[0] = TestResult("01_autograd/tests/t.py::test_1.1", exercise="1.1", outcome="failed", message="x")
+    assert cli._speed_checks(st, res, None) == ["1.2 is correct but 5.0x the baseline; the aim is <= 3x"]
+    monkeypatch.delenv("FAKE_RATIO_1.2")  # a check that raises: one line saying so, the others still run
+    res[0] = TestResult("01_autograd/tests/t.py::test_1.1", exercise="1.1", outcome="passed")
+    lines = cli._speed_checks(st, res, None)
+    assert lines[0].startswith("1.1 is correct") and lines[1].startswith(
+        "speed check of 1.2 (stage 01) did not run: KeyError"), lines
