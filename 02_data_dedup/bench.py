@@ -284,11 +284,23 @@ def plot(plt, rows: list[dict]):
     return fig
 
 
-# `course check 2.4` (and `course check 02`) calls `speed_check()` once 2.4's tests pass.
-SPEED_CHECKED = "2.4"
-AIM_RATIO = 5.0  # the stage's aim: signatures from documents at >= 5x datasketch's speed (README)
+# `course check 2.3` / `2.4` / `2.11` (and `course check 02`) call `speed_check(exercise)` once
+# that exercise's tests pass: a few seconds of one thread, a ratio against a baseline measured
+# in the same run (never an absolute time), a line only when the code misses the aim.
+SPEED_CHECKED = ("2.3", "2.4", "2.11")
+AIM_RATIO = 5.0  # 2.4's aim: signatures from documents at >= 5x datasketch's speed (README)
 REFERENCE_RATIO = 6.9  # the reference's, README's recorded run
 SLOW_RATIO = 3.5  # below this in the quick check (the reference measures about 6 there), the aim is missed
+SHINGLE_AIM = 3.0  # 2.3's aim (lesson, section 4): shingle_hashes >= 3x hashing the shingle strings
+SHINGLE_REFERENCE = 5.0  # the reference's in the quick check (5.2-6.7x; strings one by one: 1.0-1.3x)
+MERGE_SIZES = (100, 800)  # 2.11: merge_ids on pieces of these lengths (8x longer) ...
+MERGE_AIM = 2.0  # ... costs at most 2x more per id (lesson, section 12: O(n log n))
+MERGE_SLOW = 3.0  # above this in the quick check the aim is missed (reference about 1.2x, O(n^2) about 8x)
+
+
+def speed_texts() -> list[str]:
+    """The quick checks' documents: 60 of the corpus as read (given code only: no 2.1/2.2)."""
+    return [r["text"] for r in dd.iter_corpus(limit=60, packages=QUICK_PACKAGES[:2])]
 
 
 def signature_ratio(texts: list[str], rounds: int = 3) -> float:
@@ -302,16 +314,92 @@ def signature_ratio(texts: list[str], rounds: int = 3) -> float:
     return statistics.median(b / a for a, b in zip(t["ours"].times, t["theirs"].times))
 
 
-def speed_check() -> str | None:
-    """A quick look at 2.4's speed (a few seconds): signatures of 60 documents against
-    datasketch's, the bench's first row small, on the package `course check` checked (the
-    learner's, or the reference under --impl solution). A line when below SLOW_RATIO
-    (measured twice before saying so: the machine may be busy), else None. Correctness is
-    the tests' business; this only says how far from the stage's aim the code is."""
+def string_shingle_hashes(text: str, n: int = 5) -> np.ndarray:
+    """2.3's baseline: `shingle_hashes(text, "word", n)` through one Python string per
+    shingle (built here, hashed by the given `hash_strings`): what the contract says it
+    equals, computed the slow way."""
+    words = text.split()
+    if len(words) < n:
+        shingles = {" ".join(words)} if words else set()
+    else:
+        shingles = {" ".join(words[i:i + n]) for i in range(len(words) - n + 1)}
+    return np.unique(dd.hash_strings(list(shingles))) if shingles else np.empty(0, np.uint32)
+
+
+def shingle_ratio(texts: list[str], rounds: int = 3) -> float:
+    """The baseline's time / `shingle_hashes`'s, word 5-grams of `texts`: the median over
+    `rounds` interleaved rounds."""
+    t = interleaved({"ours": lambda: [dd.shingle_hashes(x, "word", 5) for x in texts],
+                     "strings": lambda: [string_shingle_hashes(x) for x in texts]}, repeat=rounds, warmup=1)
+    return statistics.median(b / a for a, b in zip(t["ours"].times, t["strings"].times))
+
+
+def merge_pieces(n: int) -> tuple[dict, list[list[int]]]:
+    """Two pieces of n ids and their merge table: a run of one id merged pairwise into
+    longer and longer tokens (as a run of spaces), and n distinct ids merged one by one from
+    the left into a single token (n - 1 merges, each creating the next pair)."""
+    ranks = {(k, k): (k, k + 1) for k in range(12)}
+    chain, prev = list(range(1000, 1000 + n)), 1000
+    for i in range(1, n):
+        ranks[(prev, 1000 + i)] = (100 + i, 10**6 + i)
+        prev = 10**6 + i
+    return ranks, [[0] * n, chain]
+
+
+def merge_ratio(rounds: int = 3) -> float:
+    """`merge_ids`'s time per id on the pieces of MERGE_SIZES[1] ids over that on pieces of
+    MERGE_SIZES[0] (the fastest of `rounds` interleaved rounds each, the short ones repeated
+    to time as many ids): about 1 for O(n log n) work, the length ratio for O(n^2)."""
+    (small, big) = MERGE_SIZES
+    cases = {n: merge_pieces(n) for n in MERGE_SIZES}
+    times: dict[int, list[float]] = {n: [] for n in MERGE_SIZES}
+    for _ in range(rounds + 1):  # the first round warms up
+        for n, reps in ((small, big // small), (big, 1)):
+            ranks, pieces = cases[n]
+            t0 = time.perf_counter()
+            for _ in range(reps):
+                for piece in pieces:
+                    dd.merge_ids(piece, ranks)
+            times[n].append((time.perf_counter() - t0) / (reps * n))
+    return min(times[big][1:]) / min(times[small][1:])
+
+
+def speed_check(exercise: str = "2.4") -> str | None:
+    """A quick look at an exercise's speed (a few seconds of one thread) on the package
+    `course check` checked (the learner's, or the reference under --impl solution), each
+    measured twice before it says the code is slow (the machine may be busy); None when it
+    meets the aim. Correctness is the tests' business; this only says how far from the
+    stage's aim the code is.
+
+    2.3: `shingle_hashes` on 60 documents against the same hashes through one string per
+    shingle. 2.4: signatures of the same 60 documents against datasketch's, the bench's
+    first row small. 2.11: `merge_ids`'s cost per id on pieces 8x longer (see `merge_ratio`)."""
     global dd
     if dd is None:
         dd = course.load("dedup")
-    texts = clean_documents(list(dd.iter_corpus(limit=60, packages=QUICK_PACKAGES[:2])))
+    if exercise == "2.11":
+        ratio = merge_ratio()
+        if ratio > MERGE_SLOW:
+            ratio = min(ratio, merge_ratio())
+        if ratio <= MERGE_SLOW:
+            return None
+        return (f"2.11 is correct but slower than the stage aims: your merge_ids costs {ratio:.1f}x more per id on "
+                f"a piece {MERGE_SIZES[1] // MERGE_SIZES[0]}x longer; the aim is at most {MERGE_AIM:g}x (O(n log n); "
+                f"the reference: about 1.2x). Look at what happens after each merge: a rescan of the whole piece "
+                f"for the next pair is O(n^2) (`course hint 2.11`)")
+    texts = speed_texts()
+    if exercise == "2.3":
+        ratio = shingle_ratio(texts)
+        if ratio < SHINGLE_AIM:
+            ratio = max(ratio, shingle_ratio(texts))
+        if ratio >= SHINGLE_AIM:
+            return None
+        return (f"2.3 is correct but slower than the stage aims: your shingle_hashes runs at {ratio:.1f}x the speed "
+                f"of hashing one string per shingle; the aim is {SHINGLE_AIM:g}x (the reference: about "
+                f"{SHINGLE_REFERENCE:g}x). Look for a Python loop or a string per shingle: spans of one code-point "
+                f"array hashed by `span_hashes` need neither (`course hint 2.3`)")
+    if exercise != "2.4":
+        raise ValueError(f"stage 02 has no speed check for {exercise}")
     ratio = signature_ratio(texts)
     if ratio < SLOW_RATIO:
         ratio = max(ratio, signature_ratio(texts))
