@@ -244,5 +244,56 @@ def main() -> None:
                                      f"tanh MLP {'-'.join(map(str, value_sizes))}, batch {value_batch}"))
 
 
+# `course check 1.8` (and `course check 01`) calls `speed_check("1.8")` once 1.8's tests pass: the
+# whole training step needs every exercise up to 1.8.
+SPEED_CHECKED = ("1.8",)
+AIM_RATIO = 1.5  # the stage's aim: engine / PyTorch <= 1.5 for a 784-256-256-10 step at batch 128 (README)
+REFERENCE_RATIO = 1.0  # the reference's, one thread (README: 0.97-1.00)
+
+
+def step_ratio(batch: int = 128, rounds: int = 7, number: int = 3) -> float:
+    """The engine's time / PyTorch's for one training step of the bench's MLP (784-256-256-10,
+    float32, cross-entropy, SGD) on the same weights and data: the median over `rounds`
+    alternated rounds of `number` steps each. Runs on the current thread settings."""
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((batch, 784)).astype(np.float32)
+    y = rng.integers(0, 10, batch)
+    model = ag.MLP([784, 256, 256, 10], rng=0)
+    reference = torch_copy(model)
+    t = paired({"engine": engine_step(model, ag.SGD(model.parameters(), lr=0.01), X, y),
+                "torch": torch_step(reference, torch.optim.SGD(reference.parameters(), lr=0.01),
+                                    torch.from_numpy(X), torch.from_numpy(y))}, rounds, 1, number)
+    return float(np.median([e / p for e, p in zip(t["engine"].times, t["torch"].times)]))
+
+
+def speed_check(exercise: str = "1.8") -> str | None:
+    """A quick look at the training step's speed (about a second; one thread on both sides):
+    the bench's batch-128 row, small, on the package `course check` checked. A line when the
+    engine takes more than AIM_RATIO x PyTorch's time (measured twice before saying so: the
+    machine may be busy), else None. Correctness is the tests' business, not this."""
+    global ag
+    if exercise != "1.8":
+        raise ValueError(f"stage 01 has no speed check for {exercise}")
+    if ag is None:
+        ag = course.load("autograd")
+    from threadpoolctl import threadpool_limits
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        with threadpool_limits(limits=1, user_api="blas"):
+            ratio = step_ratio()
+            if ratio > AIM_RATIO:
+                ratio = min(ratio, step_ratio())
+    finally:
+        torch.set_num_threads(threads)
+    if ratio <= AIM_RATIO:
+        return None
+    return (f"1.8 is correct but slower than the stage aims: a training step of the 784-256-256-10 MLP at batch "
+            f"128 takes {ratio:.1f}x PyTorch's time (one thread); the aim is at most {AIM_RATIO:g}x (the reference: "
+            f"about {REFERENCE_RATIO:g}x). Look for a Python loop over rows or elements, np.einsum or a copy in a "
+            f"forward or backward: see bench.py (`python 01_autograd/bench.py --quick --threads 1`)")
+
+
 if __name__ == "__main__":
     run_bench(main)
