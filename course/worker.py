@@ -209,6 +209,19 @@ def spawn(argv: list[str], *, cwd, env: dict, stdout: int, pass_fd: int, bytecod
     return child
 
 
+def _listening(path: str) -> bool:
+    """Whether a worker accepts connections on the socket file `path`."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as c:
+        c.settimeout(2)
+        try:
+            c.connect(path)
+        except (ConnectionRefusedError, FileNotFoundError):
+            return False
+        except OSError:
+            return True  # busy or slow (a timeout): taken as running, never replaced under it
+    return True
+
+
 def ensure_started(env: dict, *, interactive: bool = False) -> subprocess.Popen | None:
     """Start a worker for `env` in the background unless one runs or is starting (or the
     worker is off, or `auto` and not `interactive`). Returns at once, with the worker's
@@ -217,8 +230,15 @@ def ensure_started(env: dict, *, interactive: bool = False) -> subprocess.Popen 
     if m == "off" or (m == "auto" and (not interactive or "PYTEST_VERSION" in os.environ)):
         return None  # (never on its own inside a pytest session: the maintainers' suite, nbval's kernels)
     path = socket_path(env)
-    if not _usable(path) or os.path.exists(path):
+    if not _usable(path):
         return None  # (a path too long to bind: no worker, every check starts a plain process)
+    if os.path.exists(path):
+        if _listening(path):
+            return None
+        try:  # a worker that died without removing its socket (SIGKILL, a crash): start anew
+            os.unlink(path)
+        except OSError:
+            return None
     lock = path + ".starting"
     try:
         if time.time() - os.stat(lock).st_mtime < START_S:
@@ -289,6 +309,10 @@ def _serve(path: str, idle: float):
     lsock.bind(tmp)
     lsock.listen(16)
     os.rename(tmp, path)  # clients see the socket only once the imports are done
+    # the file's own inode, to remove it on the way out only if it is still ours (a socket's
+    # fstat gives the socket's inode in sockfs, never the file's: comparing with that left
+    # every worker's file behind, which ensure_started then took for a running worker)
+    own = os.stat(path).st_ino
     try:
         os.unlink(path + ".starting")
     except OSError:
@@ -363,7 +387,7 @@ def _serve(path: str, idle: float):
     finally:
         if os.getpid() == _SERVER_PID:
             try:
-                if os.stat(path).st_ino == os.fstat(lsock.fileno()).st_ino:
+                if os.stat(path).st_ino == own:
                     os.unlink(path)
             except OSError:
                 pass

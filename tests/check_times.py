@@ -31,20 +31,11 @@ def _start_worker(env: dict) -> dict:
     it listens, and say what its warm-up cost (its CPU time so far, from /proc)."""
     from course import worker
 
-    import socket
-
     child_env = dict(env, PYTHONUNBUFFERED="1")
     path = worker.socket_path(child_env)
-    if os.path.exists(path):  # a socket no worker listens on (one that exited without removing it)
-        try:
-            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as c:
-                c.settimeout(2)
-                c.connect(path)
-        except OSError:
-            os.unlink(path)  # else ensure_started takes it for a running worker, and every check runs cold
     load, t0 = os.getloadavg()[0], time.perf_counter()
     proc = worker.ensure_started(child_env)
-    while not os.path.exists(path):
+    while not worker._listening(path):  # (a dead worker's file is replaced by ensure_started)
         if time.perf_counter() - t0 > 300:
             raise SystemExit("the worker did not start in 300 s")
         time.sleep(0.2)

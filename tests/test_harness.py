@@ -384,17 +384,30 @@ def test_the_warm_worker_grades_as_a_plain_child(tmp_path, monkeypatch):
     assert "worker.py" not in (tmp_path / "where.txt").read_text()
     monkeypatch.setenv("COURSE_WORKER", "1")
     env = dict(os.environ)
-    worker.ensure_started(env)
+    # a socket file left by a worker that died (SIGKILL): nothing listens on it, so it is no
+    # worker; ensure_started replaces it instead of taking it for one (every check ran cold)
+    import socket
+
+    path = worker.socket_path(env)
+    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as dead:
+        dead.bind(path)
+    assert worker.ensure_started(env) is not None, "a dead worker's socket file was taken for a running worker"
     try:
         t0 = time.monotonic()
-        while not os.path.exists(worker.socket_path(env)):
+        while not worker._listening(path):
             assert time.monotonic() - t0 < 240, "the worker did not start"
             time.sleep(0.5)
         warm = run_tests([tmp_path / "tests"], "solution", root=tmp_path, timeout=1, hidden=False,
                          cache_bytecode=True)
     finally:
         worker.stop(env)
+        t0 = time.monotonic()
+        while os.path.exists(path) and time.monotonic() - t0 < 30:  # a stopped worker removes its file
+            time.sleep(0.2)
+        left = os.path.exists(path)
         shutil.rmtree(sockets, ignore_errors=True)
+    assert not left, "the stopped worker left its socket file, which the next ensure_started took for a worker"
     parent, args = (tmp_path / "where.txt").read_text().splitlines()
     assert "course/worker.py" in parent and args.startswith(str(tmp_path / "tests")), (parent, args)
     assert outcomes(warm) == outcomes(plain), (outcomes(warm), outcomes(plain))
