@@ -232,5 +232,60 @@ def plot(plt, results, per_position, contexts, batches):
     return fig
 
 
+# `course check 4.6` (and `course check 04`) calls `speed_check("4.6")` once 4.6's tests pass.
+SPEED_CHECKED = ("4.6",)
+GENERATE_AIM = 8.0  # the stage's aim: generate with the prealloc cache >= 8x recompute at 128 + 256 new (README)
+GENERATE_SLOW = 1.6  # below this in the quick check (32 + 64 new; the reference 2.1-4.1x there), the cache buys nothing
+QUICK_PROMPT, QUICK_NEW = 32, 64
+
+
+def generate_ratio(model: GPT, rounds: int = 1) -> float:
+    """generate(cache=None)'s time / generate(cache="prealloc")'s, greedy, batch 1, a
+    QUICK_PROMPT-token prompt and QUICK_NEW new tokens, on the calling thread's torch
+    settings: the median over `rounds` alternated rounds (after one short warm-up of each)."""
+    prompts = prompt_ids(QUICK_PROMPT, 1)
+    for cache in ("prealloc", None):
+        kc.generate(model, prompts, 4, cache=cache)
+    ratios = []
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        kc.generate(model, prompts, QUICK_NEW, cache="prealloc")
+        t1 = time.perf_counter()
+        kc.generate(model, prompts, QUICK_NEW, cache=None)
+        ratios.append((time.perf_counter() - t1) / (t1 - t0))
+    return statistics.median(ratios)
+
+
+def speed_check(exercise: str = "4.6") -> str | None:
+    """A quick look at 4.6's speed (about 2 s, one torch thread): generate with the
+    preallocated cache against generate recomputing everything, on a model of the default
+    model's size with random weights (the time per token does not depend on the weights). A
+    line when the cache buys less than GENERATE_SLOW x (measured twice before saying so: the
+    machine may be busy), else None. Correctness is the tests' business, not this."""
+    global kc
+    if exercise != "4.6":
+        raise ValueError(f"stage 04 has no speed check for {exercise}")
+    if kc is None:
+        kc = course.load("kv_cache")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        torch.manual_seed(0)
+        model = GPT(GPTConfig(block_size=256, n_layer=2, n_head=6, n_embd=192)).eval()
+        with torch.inference_mode():
+            ratio = generate_ratio(model)
+            if ratio < GENERATE_SLOW:
+                ratio = max(ratio, generate_ratio(model))
+    finally:
+        torch.set_num_threads(threads)
+    if ratio >= GENERATE_SLOW:
+        return None
+    return (f"4.6 is correct but slower than the stage aims: with the preallocated cache your generate is only "
+            f"{ratio:.1f}x as fast as recomputing everything ({QUICK_PROMPT}-token prompt, {QUICK_NEW} new tokens, "
+            f"one thread; the reference: 2-4x there, and the aim is {GENERATE_AIM:g}x at 128 + 256). Look at what "
+            f"each step feeds the model: after one prefill, only the newest token, into the same cache. See bench.py "
+            f"(`python 04_kv_cache/bench.py --quick --threads 1`)")
+
+
 if __name__ == "__main__":
     run_bench(main)
