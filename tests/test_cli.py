@@ -184,6 +184,25 @@ def test_a_stage_speed_check_speaks_only_once_its_exercise_passes(tmp_path, monk
     assert line.startswith("speed check of 1.1 (stage 01) did not run: ZeroDivisionError"), line
 
 
+
+@pytest.mark.parametrize("st", [pytest.param(s, id=s.folder) for s in existing_stages()])
+def test_a_bench_speed_checks_only_its_own_stages_exercises(st: manifest.Stage):
+    """SPEED_CHECKED (read from the source, as `course check` reads it) names exercises of the
+    bench's own stage, and the bench defines `speed_check`: a typo would silently never run."""
+    import ast
+
+    path = ROOT / st.folder / "bench.py"
+    tree = ast.parse(path.read_text(encoding="utf-8")) if path.is_file() else ast.Module(body=[], type_ignores=[])
+    found = [ast.literal_eval(n.value) for n in tree.body if isinstance(n, ast.Assign)
+             and any(isinstance(t, ast.Name) and t.id == "SPEED_CHECKED" for t in n.targets)]
+    if not found:
+        return
+    ids = [found[0]] if isinstance(found[0], str) else list(found[0])
+    own = {e.id for e in st.exercises}
+    assert ids and set(ids) <= own, f"{path.name}: SPEED_CHECKED {ids} names exercises outside stage {st.number}"
+    assert any(isinstance(n, ast.FunctionDef) and n.name == "speed_check" for n in tree.body), \
+        f"{path.name} sets SPEED_CHECKED but defines no speed_check"
+
 def test_a_stage_may_speed_check_several_exercises(tmp_path, monkeypatch):
     """SPEED_CHECKED may name several exercises (issue 33): `speed_check(exercise)` runs for
     each one that passes; a slow implementation gets its line, a fast one none (the fake
