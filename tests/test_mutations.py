@@ -170,6 +170,12 @@ MUTATIONS = (
       "lambda g: (g.transpose(inverse),)",
       "lambda g: (g.transpose(perm),)",
       ("tests/test_autograd_ops.py::test_reshape_and_transpose",)),
+    # 1.5 (trial of 7 December): the reshape error naming the asked shape first
+    M("01-reshape-error-names-the-asked-shape-first", "autograd",
+      'raise ValueError(f"cannot reshape a tensor of shape {self.shape} "\n'
+      '                             f"({self.size} elements) into {tuple(shape)}") from None',
+      'raise ValueError(f"cannot reshape into {tuple(shape)} a tensor of shape {self.shape}") from None',
+      ("tests/test_autograd_ops.py::test_reshape_mismatch_names_shapes",)),
     # 1.6: a derivative half-remembered, relu's gradient at 0, the sigmoid that overflows
     M("01-tanh-derivative-not-squared", "autograd",
       "lambda g: (g * (1 - data * data),)",
@@ -198,6 +204,11 @@ MUTATIONS = (
     M("01-log-softmax-without-max-shift", "autograd",
       "shifted = x - x.max(axis=axis, keepdims=True)",
       "shifted = x.copy()",
+      ("tests/test_autograd_loss.py::test_huge_logits_stay_finite",)),
+    # (trial of 7 December) one shift for the whole array: a row far below the maximum underflows
+    M("01-log-softmax-shifts-by-the-global-max", "autograd",
+      "shifted = x - x.max(axis=axis, keepdims=True)",
+      "shifted = x - x.max()",
       ("tests/test_autograd_loss.py::test_huge_logits_stay_finite",)),
     M("01-cross-entropy-gradient-forgets-the-mean", "autograd",
       "grad *= g / batch",
@@ -797,6 +808,16 @@ MUTATIONS = (
       "    lo = groups.amin(dim=-1, keepdim=True)\n"
       "    hi = groups.amax(dim=-1, keepdim=True)\n",
       ("tests/test_kv_cache_quant.py",)),
+    # the 4.8 trial of 7 December: the zero point added before rounding (a tie then rounds the sum), and
+    # 16 steps for the 16 levels
+    M("04-int4-rounds-after-the-zero-shift", "kv_cache",
+      "q = (torch.round(groups / safe) + zero)",
+      "q = (torch.round(groups / safe + zero))",
+      ("tests/test_kv_cache_quant.py::test_a_level_is_the_zero_point_plus_the_rounded_steps",)),
+    M("04-int4-scale-of-16-steps", "kv_cache",
+      "scale = (hi - lo) / INT4_MAX",
+      "scale = (hi - lo) / (INT4_MAX + 1)",
+      ("tests/test_kv_cache_quant.py",)),
     M("04-int8-weight-scale-per-input-column", "kv_cache",
       "        return (*quantize_int8(weight.float()), None)",
       "        q, s = quantize_int8(weight.float().t())\n        return q.t(), s.t(), None",
@@ -804,6 +825,9 @@ MUTATIONS = (
     M("04-quant-linear-input-scale-not-undone", "kv_cache",
       "        if self.input_scale is not None:\n            w = w / self.input_scale\n", "",
       ("tests/test_kv_cache_quant.py",)),
+    M("04-int8-kernel-input-scale-not-undone", "kv_cache",
+      "                x2 = x2 / self.input_scale.to(x.dtype)\n", "                pass\n",
+      ("tests/test_kv_cache_quant.py::test_the_int8_kernel_path_with_an_input_scale_still_computes_the_layer",)),
     M("04-awq-scales-not-normalised", "kv_cache",
       "        s = s / (s.max() * s.min()).sqrt()\n", "",
       ("tests/test_kv_cache_quant.py",)),
@@ -868,6 +892,11 @@ MUTATIONS = (
       "q = blocks[:, 2:].view(np.int8).astype(np.float32)",
       "q = blocks[:, 2:].astype(np.float32)",
       ("tests/test_gguf_quants.py::test_q8_0_is_signed_and_scaled_by_its_fp16_d",)),
+    M("04-q4_1-arithmetic-in-float16", "kv_cache",
+      "    q = np.concatenate([qs & 0x0F, qs >> 4], axis=1).astype(np.float32)\n    return (d * q + m).reshape(-1)",
+      "    q = np.concatenate([qs & 0x0F, qs >> 4], axis=1)\n"
+      "    return (d.astype(np.float16) * q + m.astype(np.float16)).reshape(-1).astype(np.float32)",
+      ("tests/test_gguf_quants.py::test_dequantised_in_float32_arithmetic",)),
     M("04-gguf-qk-permutation-not-undone", "kv_cache",
       "        if \".attn_q.\" in name:\n"
       "            w = unpermute_qk(w, cfg[\"num_attention_heads\"])\n"
@@ -1321,6 +1350,17 @@ MUTATIONS = (
     M("07-success-labelled-by-the-engines-reason", "server",
       "finished_reason=line[\"finish_reason\"]).inc()", "finished_reason=request.finish_reason).inc()",
       ("tests/test_server_metrics.py::test_observe_finished_updates_counters_and_histograms",)),
+    # the 7 December learner trial of 7.6: e2e ended at the last token whenever there was one
+    # (a stop token, not kept, finishes the request a step later), and a decode time of 0 (one
+    # token) skipped as if it were None; both passed 20/20 before
+    M("07-e2e-ends-at-the-last-kept-token", "server",
+      "end = request.events[-1].time if request.finished else None",
+      "end = last if last is not None else (request.events[-1].time if request.finished else None)",
+      ("tests/test_server_metrics.py::test_request_log_preempted_aborted_and_single_token",)),
+    M("07-observe-skips-a-zero-decode", "server",
+      "            if line[key] is not None:\n                hist.labels(**lab).observe(line[key])",
+      "            if line[key]:\n                hist.labels(**lab).observe(line[key])",
+      ("tests/test_server_metrics.py::test_observe_finished_updates_counters_and_histograms",)),
     M("07-drain-sets-draining-after-the-wait", "server",
       "    state.admission.draining = True\n    end = time.monotonic() + grace_s\n"
       "    while state.jobs and time.monotonic() < end:\n        await asyncio.sleep(poll_s)\n",
@@ -1335,6 +1375,12 @@ MUTATIONS = (
     M("07-drain-waits-the-whole-grace", "server",
       "    end = time.monotonic() + grace_s\n    while state.jobs and time.monotonic() < end:",
       "    end = time.monotonic() + grace_s\n    while time.monotonic() < end:",
+      ("tests/test_server_shutdown.py::test_drain_returns_as_soon_as_nothing_is_in_flight",)),
+    # the 7 December trial of 7.7: time.sleep in the grace wait hung the 600 s-grace test until
+    # the harness's limit, reported as "a limit of the harness, not a wrong answer"
+    M("07-drain-blocks-the-loop-in-the-grace-wait", "server",
+      "        await asyncio.sleep(poll_s)\n    late = list(state.jobs.values())",
+      "        time.sleep(poll_s)\n    late = list(state.jobs.values())",
       ("tests/test_server_shutdown.py::test_drain_returns_as_soon_as_nothing_is_in_flight",)),
     M("07-drain-returns-before-the-answers", "server",
       "    end = time.monotonic() + 1.0\n    while state.jobs and time.monotonic() < end:\n"

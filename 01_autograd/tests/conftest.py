@@ -18,24 +18,26 @@ RTOL, ATOL = 1e-9, 1e-11
 
 
 def _check_against_torch(ours: Callable, theirs: Callable, arrays: Sequence[np.ndarray],
-                         seed: int = 0, rtol: float = RTOL, atol: float = ATOL) -> None:
+                         seed: int = 0, rtol: float = RTOL, atol: float = ATOL, rule: str = "") -> None:
     """Run `ours` on engine Tensors and `theirs` on torch tensors made from the same float64
     arrays; backpropagate the same random upstream gradient through both and compare the
-    outputs and every input's gradient."""
+    outputs and every input's gradient. `rule`, when given, opens every failure message: the
+    contract the comparison checks, so that a bare tolerance failure names what was broken."""
+    lead = f"{rule} · " if rule else ""
     ag = course.load("autograd")
     arrays = [np.asarray(a, dtype=np.float64) for a in arrays]
     xs = [ag.Tensor(a.copy(), requires_grad=True) for a in arrays]
     ts = [torch.tensor(a, requires_grad=True) for a in arrays]
     out, ref = ours(*xs), theirs(*ts)
     assert out.shape == tuple(ref.shape), f"output shape {out.shape}, torch gives {tuple(ref.shape)}"
-    np.testing.assert_allclose(out.data, ref.detach().numpy(), rtol=rtol, atol=atol, err_msg="forward")
+    np.testing.assert_allclose(out.data, ref.detach().numpy(), rtol=rtol, atol=atol, err_msg=f"{lead}forward")
     upstream = np.random.default_rng(seed).standard_normal(out.shape)
     out.backward(upstream)
     ref.backward(torch.from_numpy(upstream))
     for i, (x, t) in enumerate(zip(xs, ts)):
         assert x.grad is not None, f"input {i} got no gradient"
         assert x.grad.shape == x.shape, f"input {i}: gradient shape {x.grad.shape}, input shape {x.shape}"
-        np.testing.assert_allclose(x.grad, t.grad.numpy(), rtol=rtol, atol=atol, err_msg=f"gradient of input {i}")
+        np.testing.assert_allclose(x.grad, t.grad.numpy(), rtol=rtol, atol=atol, err_msg=f"{lead}gradient of input {i}")
 
 
 def _check_finite_differences(f: Callable, arrays: Sequence[np.ndarray], eps: float = 1e-6,

@@ -33,7 +33,10 @@ def shape_and_axis(draw):
 def test_softmax_and_log_softmax_match_torch(torch_check, name, case, seed):
     shape, axis = case
     x = 3 * np.random.default_rng(seed).standard_normal(shape)
-    torch_check(lambda t: getattr(ag, name)(t, axis=axis), lambda t: getattr(F, name)(t, dim=axis), [x], seed=seed)
+    torch_check(lambda t: getattr(ag, name)(t, axis=axis), lambda t: getattr(F, name)(t, dim=axis), [x], seed=seed,
+                rule=f"{name} along axis {axis}: its backward is the product of the upstream gradient with "
+                     "the slice's whole Jacobian (every output of a slice depends on every input of it), "
+                     "as PyTorch's")
 
 
 @pytest.mark.exercise("1.7")
@@ -45,7 +48,10 @@ def test_cross_entropy_matches_torch(torch_check, batch, classes, seed):
     logits = 3 * rng.standard_normal((batch, classes))
     targets = rng.integers(0, classes, batch)
     torch_check(lambda t: ag.cross_entropy(t, targets),
-                lambda t: F.cross_entropy(t, torch.from_numpy(targets)), [logits], seed=seed)
+                lambda t: F.cross_entropy(t, torch.from_numpy(targets)), [logits], seed=seed,
+                rule=f"cross_entropy is the MEAN over the batch of {batch} rows of -log softmax at each "
+                     "row's target, and its gradient is the gradient of that mean, scaled by the upstream "
+                     "gradient, as PyTorch's")
 
 
 @pytest.mark.exercise("1.7")
@@ -91,11 +97,18 @@ def test_huge_logits_stay_finite():
         ls = ag.log_softmax(x)
         loss = ag.cross_entropy(x, np.array([0, 1]))
         loss.backward()
-    np.testing.assert_allclose(s.data, [[1, 0, 0], [1 / 3, 1 / 3, 1 / 3]], atol=1e-12)
-    np.testing.assert_allclose(ls.data[1], np.log([1 / 3] * 3))
-    np.testing.assert_allclose(ls.data[0], [0.0, -1000.0, -2000.0])
-    np.testing.assert_allclose(loss.item(), np.log(3) / 2)
-    assert np.isfinite(x.grad).all()
+    rows = ("each slice is computed from its own values alone (a constant added to one slice "
+            "cancels there, and never reaches another): the rows [1000, 0, -1000] and [5e4, 5e4, 5e4]")
+    np.testing.assert_allclose(s.data, [[1, 0, 0], [1 / 3, 1 / 3, 1 / 3]], atol=1e-12,
+                               err_msg=f"softmax: {rows} give [1, 0, 0] and [1/3, 1/3, 1/3]")
+    np.testing.assert_allclose(ls.data[1], np.log([1 / 3] * 3),
+                               err_msg=f"log_softmax: {rows}; the second gives log(1/3) three times")
+    np.testing.assert_allclose(ls.data[0], [0.0, -1000.0, -2000.0],
+                               err_msg="log_softmax of [1000, 0, -1000] is exactly [0, -1000, -2000]: "
+                                       "the log must not be taken of a softmax that underflowed to 0")
+    np.testing.assert_allclose(loss.item(), np.log(3) / 2,
+                               err_msg=f"cross_entropy: {rows}, targets 0 and 1: mean of 0 and log 3")
+    assert np.isfinite(x.grad).all(), "cross_entropy's gradient on huge but finite logits must be finite"
     # shifting every logit of a row by a constant changes nothing
     np.testing.assert_allclose(ag.softmax(ag.Tensor(big[:1] - 999)).data, s.data[:1], atol=1e-12)
 
@@ -108,8 +121,10 @@ def test_cross_entropy_keeps_float32_and_is_one_node():
     assert loss._parents == (logits,), "cross_entropy should be one fused op on the logits"
     loss.backward()
     assert logits.grad.dtype == np.float32
-    # each row of the gradient is (softmax - onehot) / batch, which sums to zero
-    np.testing.assert_allclose(logits.grad.sum(axis=1), 0, atol=1e-7)
+    # each row of the loss's gradient sums to zero: adding a constant to a row changes no loss
+    np.testing.assert_allclose(logits.grad.sum(axis=1), 0, atol=1e-7,
+                               err_msg="adding one constant to a row of logits changes no loss, so each row "
+                                       "of the gradient must sum to 0")
 
 
 @pytest.mark.given

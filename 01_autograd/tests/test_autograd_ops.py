@@ -6,6 +6,9 @@ Tolerance: rtol 1e-9 (see conftest.py): the same formula in float64 agrees to ro
 
 from __future__ import annotations
 
+import functools
+import re
+
 import numpy as np
 import pytest
 import torch
@@ -283,6 +286,9 @@ def test_matmul_needs_two_dimensions():
 
 
 # ---------------------------------------------------------------------- 1.5 shapes and indexing
+REPEATS_RULE = ("the gradient of t[index] has t's shape, 0 where nothing was picked, and an element "
+                "picked several times gets the SUM of the gradients of all its picks (not the last one's)")
+
 @st.composite
 def shape_and_permutation(draw):
     shape = draw(shapes)
@@ -297,9 +303,14 @@ def test_reshape_and_transpose(torch_check, case, seed):
     shape, perm = case
     x = np.random.default_rng(seed).standard_normal(shape)
     new_shape = (-1,) + shape[:1] if len(shape) > 1 else (shape[0], 1)
+    rule = (f"reshape, then transpose{perm}: each backward sends every element's gradient back to "
+            "where that element came from, so the gradient of a transpose is g with its axes put "
+            "back in the input's order (not permuted by the same axes again: a swap of two axes "
+            "is its own undoing, a 3-axis rotation is not)")
     torch_check(lambda t: t.reshape(new_shape).reshape(*reversed(shape)).transpose(*perm) * 2,
-                lambda t: t.reshape(new_shape).reshape(*reversed(shape)).permute(*perm) * 2, [x], seed=seed)
-    torch_check(lambda t: t.T, lambda t: t.permute(*reversed(range(len(shape)))), [x], seed=seed)
+                lambda t: t.reshape(new_shape).reshape(*reversed(shape)).permute(*perm) * 2, [x], seed=seed,
+                rule=rule)
+    torch_check(lambda t: t.T, lambda t: t.permute(*reversed(range(len(shape)))), [x], seed=seed, rule=rule)
 
 
 @st.composite
@@ -332,33 +343,36 @@ def test_negative_step_slices_by_finite_differences(fd_check):
 @given(shape=hnp.array_shapes(min_dims=1, max_dims=3, max_side=5), seed=seeds)
 @example(shape=(4, 3), seed=0)
 def test_integer_array_indexing_accumulates_repeats(torch_check, shape, seed):
+    check = functools.partial(torch_check, seed=seed, rule=REPEATS_RULE)
     rng = np.random.default_rng(seed)
     rows = rng.integers(0, shape[0], size=7)  # repeats are likely
     x = rng.standard_normal(shape)
-    torch_check(lambda t: t[rows], lambda t: t[torch.from_numpy(rows)], [x], seed=seed)
+    check(lambda t: t[rows], lambda t: t[torch.from_numpy(rows)], [x])
     if len(shape) >= 2:
         cols = rng.integers(-shape[1], shape[1], size=7)
-        torch_check(lambda t: t[rows, cols], lambda t: t[torch.from_numpy(rows), torch.from_numpy(cols)],
-                    [x], seed=seed)
-        torch_check(lambda t: t[1:, cols], lambda t: t[1:, torch.from_numpy(cols)], [x], seed=seed)
+        check(lambda t: t[rows, cols], lambda t: t[torch.from_numpy(rows), torch.from_numpy(cols)], [x])
+        check(lambda t: t[1:, cols], lambda t: t[1:, torch.from_numpy(cols)], [x])
     mask = x > 0
-    torch_check(lambda t: t[mask], lambda t: t[torch.from_numpy(mask)], [x], seed=seed)
+    check(lambda t: t[mask], lambda t: t[torch.from_numpy(mask)], [x])
 
 
 @pytest.mark.exercise("1.5")
 def test_repeated_index_gradient_counts_each_pick():
     x = ag.Tensor(np.zeros(4), requires_grad=True)
     x[[0, 0, 2, 0]].sum().backward()
-    np.testing.assert_array_equal(x.grad, [3, 0, 1, 0])
+    np.testing.assert_array_equal(x.grad, [3, 0, 1, 0], err_msg=f"x[[0, 0, 2, 0]].sum(): {REPEATS_RULE}")
     x.zero_grad()
     x[np.array([[1, 1], [3, 1]])].sum().backward()
-    np.testing.assert_array_equal(x.grad, [0, 3, 0, 1])
+    np.testing.assert_array_equal(x.grad, [0, 3, 0, 1], err_msg=f"x[[[1, 1], [3, 1]]].sum(): {REPEATS_RULE}")
 
 
 @pytest.mark.exercise("1.5")
 def test_reshape_mismatch_names_shapes():
-    with pytest.raises(ValueError, match=r"\(2, 3\).*\(4, 2\)"):
+    with pytest.raises(ValueError) as caught:
         ag.Tensor(np.ones((2, 3))).reshape(4, 2)
+    assert re.search(r"\(2, 3\).*\(4, 2\)", str(caught.value)), (
+        "a reshape to another number of elements is a ValueError naming this tensor's shape FIRST, "
+        f"then the one asked for: (2, 3) reshaped to (4, 2) must say '(2, 3) ... (4, 2)'; got {str(caught.value)!r}")
 
 
 @pytest.mark.given
