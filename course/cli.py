@@ -172,6 +172,29 @@ def _check_verdict(st, ex, impl, run, done, took, tampered) -> int:
 SHRINK_SECONDS = 20
 
 
+BUSY_LOAD_PER_CPU = 2.0  # above this 1-minute load average per CPU, speed checks are skipped
+
+
+def slowdown_cpus() -> int:
+    """The CPUs this process may run on (course.slowdown's count)."""
+    from course import slowdown
+
+    return slowdown._cpus()
+
+
+def _too_busy_to_time() -> str:
+    """'' when a speed check may time now; 'off' when COURSE_SPEED_CHECK=0; else the load
+    that makes a timing meaningless (more than BUSY_LOAD_PER_CPU runnable processes a CPU).
+    COURSE_SPEED_CHECK=1 times whatever the load."""
+    want = os.environ.get("COURSE_SPEED_CHECK", "")
+    if want == "0":
+        return "off"
+    if want == "1":
+        return ""
+    load, cpus = os.getloadavg()[0], slowdown_cpus()
+    return f"load average {load:.1f} on {cpus} CPUs" if load > BUSY_LOAD_PER_CPU * cpus else ""
+
+
 def _speed_checks(st: manifest.Stage, results, ex: manifest.Exercise | None) -> list[str]:
     """A stage's quick speed checks, each once the exercise it times passes. Its bench.py may
     define `SPEED_CHECKED`, one exercise id (`"6.4"`) or a tuple of them (`("2.3", "2.4")`),
@@ -179,7 +202,8 @@ def _speed_checks(st: manifest.Stage, results, ex: manifest.Exercise | None) -> 
     as it is): a line when the code is correct but slower than the stage aims, else None.
     `course check N.M` runs N.M's check, `course check NN` the check of every done exercise
     listed. Correctness is the tests'; a check only says "see the bench": it never changes
-    points or the verdict (it runs after both), and one that raises says it did not run."""
+    points or the verdict (it runs after both), and one that raises says it did not run.
+    On a busy machine (`_too_busy_to_time`) the checks are skipped, with one line that says so."""
     import importlib.util
     import inspect
 
@@ -195,13 +219,19 @@ def _speed_checks(st: manifest.Stage, results, ex: manifest.Exercise | None) -> 
     targets = list(dict.fromkeys(re.findall(r"""["'](\d+\.\d+)["']""", found.group(1))))
     if ex is not None:
         targets = [t for t in targets if t == ex.id]
-    lines, bench, loading, mine = [], None, False, as_results(results)
+    mine = as_results(results)
+    targets = [t for t in targets if grading.score_exercise(
+        t, manifest.exercise(t).points, [r for r in mine if r.exercise == t and not r.hidden]).state == "done"]
+    busy = _too_busy_to_time()
+    if not targets or busy == "off":
+        return []
+    if busy:  # a ratio timed at several runnable processes a core is noise, and its imports cost most
+        return [f"speed check of {', '.join(targets)} skipped: the machine is busy ({busy}), so a timing "
+                f"now would say little; `course check {targets[0] if len(targets) == 1 else st.number}` "
+                "runs it on a quieter machine (COURSE_SPEED_CHECK=1 runs it anyway)"]
+    lines, bench, loading = [], None, False
     for target in targets:
         try:
-            ex_t = manifest.exercise(target)
-            passed = [r for r in mine if r.exercise == target and not r.hidden]
-            if grading.score_exercise(target, ex_t.points, passed).state != "done":
-                continue
             if bench is None:
                 spec = importlib.util.spec_from_file_location(f"course_bench_{st.number}", path)
                 module = importlib.util.module_from_spec(spec)

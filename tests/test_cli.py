@@ -167,6 +167,7 @@ def test_a_stage_speed_check_speaks_only_once_its_exercise_passes(tmp_path, monk
 
     base = small_course(tmp_path / "c")
     monkeypatch.setenv("COURSE_ROOT", str(base))
+    monkeypatch.setenv("COURSE_SPEED_CHECK", "1")  # whatever the load (the busy machine's skip: below)
     (base / "01_autograd" / "bench.py").write_text(
         'SPEED_CHECKED = "1.1"\n\ndef speed_check():\n    return "1.1 is correct but slower than the stage aims"\n')
     st, ex = manifest.stage("01"), manifest.exercise("1.1")
@@ -182,6 +183,18 @@ def test_a_stage_speed_check_speaks_only_once_its_exercise_passes(tmp_path, monk
     (base / "01_autograd" / "bench.py").write_text('SPEED_CHECKED = "1.1"\n\ndef speed_check():\n    1 / 0\n')
     (line,) = cli._speed_checks(st, passed, ex)
     assert line.startswith("speed check of 1.1 (stage 01) did not run: ZeroDivisionError"), line
+    # a busy machine (more than two runnable processes a CPU): skipped, saying so, the bench
+    # not even loaded (its imports are most of a check's cost); COURSE_SPEED_CHECK=0: silent
+    (base / "01_autograd" / "bench.py").write_text('SPEED_CHECKED = "1.1"\nraise SystemExit("loaded")\n\n'
+                                                    'def speed_check():\n    pass\n')
+    monkeypatch.delenv("COURSE_SPEED_CHECK")
+    monkeypatch.setattr(cli.os, "getloadavg", lambda: (5.0 * cli.slowdown_cpus(), 0.0, 0.0))
+    (line,) = cli._speed_checks(st, passed, ex)
+    assert line.startswith("speed check of 1.1 skipped: the machine is busy (load average"), line
+    assert "COURSE_SPEED_CHECK=1" in line, line
+    assert cli._speed_checks(st, failed, ex) == []  # nothing to say while 1.1 fails
+    monkeypatch.setenv("COURSE_SPEED_CHECK", "0")
+    assert cli._speed_checks(st, passed, ex) == []
 
 
 
@@ -213,6 +226,7 @@ def test_a_stage_may_speed_check_several_exercises(tmp_path, monkeypatch):
 
     base = small_course(tmp_path / "c")
     monkeypatch.setenv("COURSE_ROOT", str(base))
+    monkeypatch.setenv("COURSE_SPEED_CHECK", "1")  # whatever the load
     (base / "01_autograd" / "bench.py").write_text(
         'import os\nSPEED_CHECKED = (\n    "1.1",\n    "1.2",\n)\nSLOW = 3.0\n\n'
         'def speed_check(exercise):\n'
