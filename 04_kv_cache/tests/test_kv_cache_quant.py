@@ -31,7 +31,37 @@ def within_half_step(w, back, scale, group_size):
     return float((err / (scale / 2).clamp_min(1e-30)).max())
 
 
+def assert_within_half_step(w, back, scale, group_size):
+    worst = within_half_step(w, back, scale, group_size)
+    assert worst <= 1 + SLACK, (
+        f"every element must come back within scale / 2 of its group (round to the nearest level): the worst is "
+        f"{worst:.2f} half-steps off")
+
+
+def assert_scale_spans_the_range(scale, w, group_size):
+    """Each group's 16 levels 0..15 span its range widened to include 0 in 15 equal steps."""
+    g = w.float().reshape(w.shape[0], -1, group_size)
+    lo, hi = g.amin(-1).clamp(max=0), g.amax(-1).clamp(min=0)
+    torch.testing.assert_close(scale, (hi - lo) / 15, rtol=1e-6, atol=0, msg=lambda m: (
+        "a group's 16 levels 0..15 must span its range, widened to include 0, in equal steps of scale (the "
+        f"lowest level is lo, the highest hi): got {scale.flatten()[:4].tolist()}, want "
+        f"{((hi - lo) / 15).flatten()[:4].tolist()}\n{m}"))
+
+
 # ---------------------------------------------------------------------- 4.8
+@pytest.mark.exercise("4.8")
+def test_pack_puts_the_even_element_in_the_low_nibble():
+    q = torch.tensor([[1, 2, 15, 0, 3, 12]], dtype=torch.uint8)
+    got = kc.pack_int4(q).tolist()
+    assert got == [[0x21, 0x0F, 0xC3]], (
+        f"pack_int4([1, 2, 15, 0, 3, 12]) gave {[hex(b) for b in got[0]]}: byte j holds q[2j] in its LOW four bits "
+        "and q[2j + 1] in its HIGH four bits (0x21, 0x0f, 0xc3)")
+    back = kc.unpack_int4(torch.tensor([[0x21]], dtype=torch.uint8)).tolist()
+    assert back == [[1, 2]], f"unpack_int4(0x21) gave {back}: the low nibble (1) is the even element, the high (2) the odd"
+    every = torch.arange(256, dtype=torch.int64).to(torch.uint8)[None]
+    assert torch.equal(kc.pack_int4(kc.unpack_int4(every)), every), "pack_int4(unpack_int4(b)) must give every byte b back"
+
+
 @pytest.mark.exercise("4.8")
 @pytest.mark.parametrize("group_size", [32, 16])
 def test_int4_round_trip_is_within_half_a_step_of_each_group(group_size):
@@ -43,9 +73,8 @@ def test_int4_round_trip_is_within_half_a_step_of_each_group(group_size):
     assert int(zero.max()) <= 15 and int(kc.unpack_int4(packed).max()) <= 15
     back = kc.dequantize_int4(packed, scale, zero, group_size)
     assert back.dtype == torch.float32 and back.shape == w.shape
-    assert within_half_step(w, back, scale, group_size) <= 1 + SLACK
-    lo, hi = w.reshape(6, -1, group_size).amin(-1).clamp(max=0), w.reshape(6, -1, group_size).amax(-1).clamp(min=0)
-    torch.testing.assert_close(scale, (hi - lo) / 15, rtol=1e-6, atol=0)  # the whole 0..15 range used
+    assert_scale_spans_the_range(scale, w, group_size)  # the whole 0..15 range used
+    assert_within_half_step(w, back, scale, group_size)
 
 
 @pytest.mark.exercise("4.8")
@@ -54,22 +83,32 @@ def test_groups_are_consecutive_columns_with_their_own_scale_and_zero():
     a, b = torch.linspace(-1.0, 2.0, 8), torch.linspace(-100.0, 50.0, 8)
     w = torch.stack([torch.cat([a, b]), torch.cat([b, a])])
     packed, scale, zero = kc.quantize_int4(w, 8)
-    torch.testing.assert_close(scale, torch.tensor([[0.2, 10.0], [10.0, 0.2]]), rtol=1e-6, atol=0)
-    assert zero.tolist() == [[5, 10], [10, 5]]  # the integer that 0.0 maps to
+    torch.testing.assert_close(scale, torch.tensor([[0.2, 10.0], [10.0, 0.2]]), rtol=1e-6, atol=0, msg=lambda m: (
+        "group g of row o is columns g*group_size..(g+1)*group_size - 1, with its own scale: its 16 levels span "
+        f"its range (-1..2 or -100..50) in equal steps; got {scale.tolist()}\n{m}"))
+    assert zero.tolist() == [[5, 10], [10, 5]], (
+        f"zero {zero.tolist()}: a group's zero point is the level 0.0 falls on (-1..2 in steps of 0.2: level 5)")
     q = kc.unpack_int4(packed)
-    assert q[:, [0, 8]].tolist() == [[0, 0], [0, 0]] and q[:, [7, 15]].tolist() == [[15, 15], [15, 15]]
+    assert q[:, [0, 8]].tolist() == [[0, 0], [0, 0]] and q[:, [7, 15]].tolist() == [[15, 15], [15, 15]], (
+        "a group's smallest element must be level 0 and its largest level 15")
     back = kc.dequantize_int4(packed, scale, zero, 8)
-    assert within_half_step(w, back, scale, 8) <= 1 + SLACK
-    assert float((back[0, :8] - a).abs().max()) <= 0.1 + SLACK  # the small group keeps its precision
+    assert_within_half_step(w, back, scale, 8)
+    assert float((back[0, :8] - a).abs().max()) <= 0.1 + SLACK, "the small group must keep its own precision"
 
 
 @pytest.mark.exercise("4.8")
-def test_pack_puts_the_even_element_in_the_low_nibble():
-    q = torch.tensor([[1, 2, 15, 0, 3, 12]], dtype=torch.uint8)
-    assert kc.pack_int4(q).tolist() == [[0x21, 0x0F, 0xC3]]
-    every = torch.arange(256, dtype=torch.int64).to(torch.uint8)[None]
-    assert torch.equal(kc.pack_int4(kc.unpack_int4(every)), every)
-    assert kc.unpack_int4(torch.tensor([[0x21]], dtype=torch.uint8)).tolist() == [[1, 2]]
+def test_a_level_is_the_zero_point_plus_the_rounded_steps():
+    # range -1.25..2.5 in steps of 0.25 (exact in binary): the zero point is 5; 0.625 is 2.5 steps and -0.375
+    # is -1.5, ties that round to even (2 and -2) BEFORE the zero point is added; rounding after would give 8, 4
+    w = torch.tensor([[-1.25, 2.5, 0.625, -0.375, 0.0, 1.0]])
+    packed, scale, zero = kc.quantize_int4(w, 6)
+    assert float(scale[0, 0]) == 0.25 and int(zero[0, 0]) == 5, (
+        f"scale {float(scale[0, 0])}, zero {int(zero[0, 0])}: -1.25..2.5 in 15 steps is 0.25, and 0.0 is level 5")
+    levels = kc.unpack_int4(packed)[0].tolist()
+    assert levels == [0, 15, 7, 3, 5, 9], (
+        f"levels {levels}, want [0, 15, 7, 3, 5, 9]: an element's level is the zero point plus its own value's "
+        "nearest whole number of steps, a tie to the even number (2.5 steps -> 2, -1.5 -> -2), not the rounded "
+        "sum")
 
 
 @pytest.mark.exercise("4.8")
@@ -78,11 +117,11 @@ def test_an_outlier_costs_only_its_own_group():
     w[1, 5] = 50.0  # one outlier weight in row 1, group 0
     packed, scale, zero = kc.quantize_int4(w, 32)
     back = kc.dequantize_int4(packed, scale, zero, 32)
-    assert float(scale[1, 0]) == pytest.approx(50.0 / 15 + float(-w[1, :32].min().clamp(max=0)) / 15, rel=1e-5)
-    assert within_half_step(w, back, scale, 32) <= 1 + SLACK
+    assert_scale_spans_the_range(scale, w, 32)
+    assert_within_half_step(w, back, scale, 32)
     rest = torch.ones_like(w, dtype=torch.bool)
     rest[1, :32] = False
-    assert float((w - back).abs()[rest].max()) < 0.01  # every other group: its own small step
+    assert float((w - back).abs()[rest].max()) < 0.01, "an outlier must cost only its own group: every other group keeps its small step"
 
 
 @pytest.mark.exercise("4.8")
@@ -91,10 +130,13 @@ def test_zero_and_constant_groups():
     w[0, 16:] = 0.3  # row 0: a zero group, then a constant one; row 1: all zeros
     packed, scale, zero = kc.quantize_int4(w, 16)
     back = kc.dequantize_int4(packed, scale, zero, 16)
-    assert not torch.isnan(back).any() and not torch.isnan(scale).any()
-    assert scale[1].tolist() == [0.0, 0.0] and zero[1].tolist() == [0, 0] and back[1].abs().max() == 0
-    assert back[0, :16].abs().max() == 0
-    torch.testing.assert_close(back[0, 16:], torch.full((16,), 0.3), rtol=0, atol=1e-6)
+    assert not torch.isnan(back).any() and not torch.isnan(scale).any(), "an all-zero group must give no NaN"
+    assert scale[1].tolist() == [0.0, 0.0] and zero[1].tolist() == [0, 0] and back[1].abs().max() == 0, (
+        f"an all-zero group gives scale 0, zero 0, q 0: got scale {scale[1].tolist()}, zero {zero[1].tolist()}")
+    assert back[0, :16].abs().max() == 0, "an all-zero group must come back as zeros"
+    torch.testing.assert_close(back[0, 16:], torch.full((16,), 0.3), rtol=0, atol=1e-6, msg=lambda m: (
+        "a constant group (0.3) must come back exactly: its range widened to include 0 is 0..0.3, so 0.3 is a "
+        f"level; got {back[0, 16:4 + 16].tolist()}\n{m}"))
 
 
 @pytest.mark.exercise("4.8")
@@ -110,7 +152,7 @@ def test_int4_bad_input_names_the_argument():
     for fine in (64, 2):  # the whole row as one group, and groups of two columns, are fine
         packed, scale, zero = kc.quantize_int4(w, fine)
         assert tuple(scale.shape) == (4, 64 // fine)
-        assert within_half_step(w, kc.dequantize_int4(packed, scale, zero, fine), scale, fine) <= 1 + SLACK
+        assert_within_half_step(w, kc.dequantize_int4(packed, scale, zero, fine), scale, fine)
 
 
 # ---------------------------------------------------------------------- 4.9
@@ -176,6 +218,25 @@ def test_the_int8_kernel_path_agrees_with_dequantise_then_matmul():
     y, ref = fast(x), slow(x)
     assert y.shape == (2, 3, 40) and y.dtype == torch.float32
     assert float((y - ref).abs().max()) <= 0.02 * float(ref.abs().max())  # bfloat16 inside the kernel
+
+
+@pytest.mark.exercise("4.9")
+def test_the_int8_kernel_path_with_an_input_scale_still_computes_the_layer():
+    if not kc.int8_kernel_available():
+        pytest.skip("torch._weight_int8pack_mm does not run here")
+    lin = _linear(64, 24, 11)
+    s = torch.linspace(0.25, 4.0, 64)
+    fast = kc.QuantLinear(lin, 8, input_scale=s)
+    slow = kc.QuantLinear(lin, 8, input_scale=s, use_kernel=False)
+    assert fast.use_kernel, "the given __init__ should have chosen the kernel for an INT8 layer 64 wide"
+    x = torch.randn(2, 3, 64, generator=gen(12))
+    y, ref = fast(x), slow(x)
+    assert y.shape == (2, 3, 24) and y.dtype == torch.float32, f"got {tuple(y.shape)} {y.dtype}, want (2, 3, 24) float32"
+    err, size = float((y - ref).abs().max()), float(ref.abs().max())
+    assert err <= 0.02 * size, (
+        f"with an input_scale the kernel path must compute the same layer as dequantise-then-matmul (the stored "
+        f"int8 weight is W * s, column j times s[j], not W): largest difference {err:.3g} against outputs up to "
+        f"{size:.3g}")
 
 
 @pytest.mark.exercise("4.9")
