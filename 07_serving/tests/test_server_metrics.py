@@ -36,8 +36,12 @@ def test_request_log_spans():
     assert set(line) == KEYS
     assert line["request_id"] == "r1" and line["prompt_tokens"] == 3 and line["output_tokens"] == 4
     expect = dict(queue_s=0.25, ttft_s=0.5, prefill_s=0.25, decode_s=0.5, e2e_s=1.0, mean_tpot_s=0.5 / 3)
+    rule = dict(queue_s="arrival -> the first RUNNING event", ttft_s="arrival -> the first output token",
+                prefill_s="the first RUNNING event -> the first output token",
+                decode_s="the first output token -> the last one", e2e_s="arrival -> the last of request.events",
+                mean_tpot_s="the mean gap between consecutive tokens: 4 tokens have 3 gaps, 0.5 s / 3")
     for k, v in expect.items():
-        assert line[k] == pytest.approx(v), k
+        assert line[k] == pytest.approx(v), f"{k} is {rule[k]}: expected {v:.4g}, got {line[k]!r}"
     assert line["finish_reason"] == "length" and line["prefix_hit_tokens"] == 0
     assert line["e2e_s"] == pytest.approx(line["queue_s"] + line["prefill_s"] + line["decode_s"])
     json.dumps(line)
@@ -55,6 +59,11 @@ def test_request_log_preempted_aborted_and_single_token():
     gone = srv.request_log(finished([], events=ev, reason="abort"))
     assert gone["output_tokens"] == 0 and gone["e2e_s"] == pytest.approx(2.0)
     assert gone["queue_s"] is None and gone["ttft_s"] is None and gone["mean_tpot_s"] is None
+    ev = [Event(1.0, State.WAITING), Event(1.25, State.RUNNING), Event(1.9, State.FINISHED, "stop")]
+    stopped = srv.request_log(finished([1.5, 1.75], events=ev, reason="stop"))  # a stop token, not kept, at 1.9
+    assert stopped["e2e_s"] == pytest.approx(0.9), \
+        (f"e2e_s ends at the last of request.events (finished at 1.9 s), not at the last kept token (1.75 s): "
+         f"expected 0.9, got {stopped['e2e_s']!r}")
     assert srv.request_log(finished([1.5]), "stop")["finish_reason"] == "stop", "the server's reason wins"
     r = finished([1.5, 2.0])
     r.num_cached_tokens = None
@@ -73,8 +82,10 @@ def test_observe_finished_updates_counters_and_histograms():
     assert v("vllm:prompt_tokens_total") == 3 and v("vllm:generation_tokens_total") == 4
     assert v("vllm:time_to_first_token_seconds_count") == 1
     assert v("vllm:time_to_first_token_seconds_sum") == pytest.approx(0.5)
-    assert v("vllm:inter_token_latency_seconds_count") == 3
-    assert v("vllm:inter_token_latency_seconds_sum") == pytest.approx(0.5)
+    assert v("vllm:inter_token_latency_seconds_count") == 3, \
+        (f"itl gets one observation per gap between consecutive token_times (4 tokens: 3; arrival -> first "
+         f"token is TTFT, not a gap), got {v('vllm:inter_token_latency_seconds_count')}")
+    assert v("vllm:inter_token_latency_seconds_sum") == pytest.approx(0.5), "the gaps sum to the decode time"
     for name, value in (("e2e_request_latency", 1.0), ("request_queue_time", 0.25), ("request_prefill_time", 0.25),
                         ("request_decode_time", 0.5)):
         assert v(f"vllm:{name}_seconds_sum") == pytest.approx(value), name
@@ -90,6 +101,10 @@ def test_observe_finished_updates_counters_and_histograms():
         "request_success is labelled with the log line's finish_reason (the server's)"
     assert v("vllm:request_success_total", finished_reason="length") == 1
     assert v("vllm:prompt_tokens_total") == 9 and v("vllm:generation_tokens_total") == 6, "counters add up"
+    one = finished([1.5])
+    m.observe_finished(srv.request_log(one), one)
+    assert v("vllm:request_decode_time_seconds_count") == 3, \
+        "a decode_s of 0 (a single token) is an observation: only None is skipped (3 lines with a decode time)"
 
 
 def scrape(handle, kit) -> dict:

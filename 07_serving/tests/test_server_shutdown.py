@@ -64,6 +64,7 @@ class FakeState:
         self.finish_after = dict(finish_after)
         self.submitted: list[tuple] = []
         self.draining_seen_by_jobs: list[bool] = []
+        self.turns_before_abort = 0  # turns of the event loop while drain waited out the grace
         self.loop = SimpleNamespace(submit=self._submit)
 
     def _submit(self, command):
@@ -71,10 +72,14 @@ class FakeState:
         if command[0] == "abort":
             self.finish_after[command[1]] = 3
 
+    def abort(self, job, reason):  # ServerState.abort, the same command
+        self.loop.submit(("abort", job.id, reason))
+
     async def run_handlers(self):  # the handlers of the jobs in flight, on the event loop
         while True:
             await asyncio.sleep(0.001)
             self.draining_seen_by_jobs.append(self.admission.draining)
+            self.turns_before_abort += not self.submitted
             for j in list(self.jobs):
                 self.finish_after[j] -= 1
                 if self.finish_after[j] <= 0:
@@ -82,19 +87,31 @@ class FakeState:
 
 
 def _drain(state: FakeState, grace_s: float, bound: float = 20.0) -> int:
+    """Run drain beside the jobs' handlers. Its graces are seconds, not minutes: a drain that
+    blocks the event loop (time.sleep in the coroutine) must fail with its rule, not hang."""
+    in_flight = bool(state.jobs)
+
     async def main():
         handlers = asyncio.ensure_future(state.run_handlers())
         try:
             return await asyncio.wait_for(srv.drain(state, grace_s, poll_s=0.001), bound)
+        except asyncio.TimeoutError:
+            raise AssertionError(f"drain had not returned after {bound:g} s (grace {grace_s:g} s, the jobs done "
+                                 "in a few ms): it returns as soon as no job is in flight, not after the grace "
+                                 "period") from None
         finally:
             handlers.cancel()
 
-    return asyncio.run(main())
+    out = asyncio.run(main())
+    assert not in_flight or state.turns_before_abort, \
+        ("the event loop never ran while drain waited out the grace period: wait with `await asyncio.sleep(...)`, never "
+         "`time.sleep` in a coroutine (it stops the loop, and the answers drain waits for)")
+    return out
 
 
 def test_drain_waits_for_jobs_that_finish_within_the_grace_period():
     state = FakeState({"a": 5, "b": 40})
-    assert _drain(state, grace_s=30.0) == 0, "both jobs finished within the grace period: nothing aborted"
+    assert _drain(state, grace_s=10.0) == 0, "both jobs finished within the grace period: nothing aborted"
     assert state.submitted == [], "no abort for a job that finished by itself"
     assert state.jobs == {}
     assert state.admission.draining, "draining stays set: newcomers keep getting 503"
@@ -104,9 +121,9 @@ def test_drain_waits_for_jobs_that_finish_within_the_grace_period():
 
 def test_drain_returns_as_soon_as_nothing_is_in_flight():
     state = FakeState({})
-    assert _drain(state, grace_s=600.0, bound=5.0) == 0, "nothing in flight: return at once, not after the grace"
+    assert _drain(state, grace_s=10.0, bound=5.0) == 0, "nothing in flight: return at once, not after the grace"
     state = FakeState({"a": 2})
-    assert _drain(state, grace_s=600.0, bound=5.0) == 0, "return as soon as the last job has answered"
+    assert _drain(state, grace_s=10.0, bound=5.0) == 0, "return as soon as the last job has answered"
 
 
 def test_drain_aborts_what_outlives_the_grace_period_and_waits_for_the_answers():
