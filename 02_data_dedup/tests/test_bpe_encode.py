@@ -64,7 +64,11 @@ def test_merge_ids_matches_the_slow_reference(data):
             ranks[pair] = (rank, len(symbols))
             symbols.append(len(symbols))
     ids = rng.integers(0, n_base, int(rng.integers(0, 30))).tolist()
-    assert dd.merge_ids(ids, ranks) == slow_merge(ids, ranks), f"ids {ids}, ranks {ranks}"
+    got, want = dd.merge_ids(ids, ranks), slow_merge(ids, ranks)
+    assert got == want, (
+        f"each merge is the adjacent pair of lowest rank among the pairs present at that moment, at its "
+        f"leftmost occurrence; a merged token pairs anew with BOTH its neighbours. ids {ids}, ranks {ranks}: "
+        f"got {got}, want {want}")
 
 
 def test_a_long_piece():
@@ -108,6 +112,19 @@ def built(small_vocab) -> "dd.ByteLevelBPE":
     return cache["tok"]
 
 
+def test_every_stretch_of_text_is_encoded_as_its_utf8_bytes(small_vocab):
+    """Short texts before the corpus: the whole text when it holds no special token, and the
+    text before, between and after special tokens; each piece as its UTF-8 bytes."""
+    tokens, _, _, hf, _, _ = small_vocab
+    tok = built(small_vocab)
+    for text in ["import json", "café au lait", "x<|im_start|>y", "<|im_end|> tail", "a<|im_end|>b<|im_start|>c"]:
+        got, want = tok.encode(text), hf.encode(text, add_special_tokens=False).ids
+        assert got == want, (
+            f"{text!r}: every stretch of text (the whole text when it holds no special token; before, "
+            "between and after the special tokens otherwise) is encoded, each piece as its UTF-8 bytes "
+            f"(é is two bytes) merged by rank: got {[tokens[i] for i in got]}, want {[tokens[i] for i in want]}")
+
+
 def test_encode_matches_tokenizers_on_documents(small_vocab):
     tokens, merges, special, hf, docs, _ = small_vocab
     tok = built(small_vocab)
@@ -128,7 +145,9 @@ def test_special_tokens_are_kept_whole(small_vocab):
         got = tok.encode(text)
         assert got.count(start) == text.count("<|im_start|>") and got.count(end) == text.count("<|im_end|>"), (
             f"special tokens must stay whole wherever they occur: {text!r} -> {[tokens[i] for i in got]}")
-        assert got == hf.encode(text, add_special_tokens=False).ids
+        want = hf.encode(text, add_special_tokens=False).ids
+        assert got == want, (f"{text!r}: the text before, between and after the special tokens is encoded "
+                             f"too: got {[tokens[i] for i in got]}, want {[tokens[i] for i in want]}")
     plain = dd.ByteLevelBPE(tokens, merges)  # not declared special: ordinary text
     assert start not in plain.encode("<|im_start|>")
 

@@ -23,10 +23,10 @@ def _exact_s_curve(s: float, bands: int, rows: int) -> float:
     return float(1 - (1 - Fraction(float(s)) ** rows) ** bands)
 
 
-# An accurate S-curve (no cancellation, e.g. -expm1(b * log1p(-s**r))) is within 1e-16 relative
-# of the exact value; the plain 1 - (1 - s**r)**b loses up to ~bands ulps of 1 to cancellation
-# (11 % of P at s = 0.1, b = 8, r = 16). Both are right: the check admits an absolute error of
-# 1e-14 or a relative one of 1e-9; a wrong formula is off by far more.
+# An evaluation without cancellation is within 1e-16 relative of the exact value; one that
+# subtracts from 1 twice loses up to ~bands ulps of 1 (11 % of P at s = 0.1, b = 8, r = 16).
+# Both are right: the check admits an absolute error of 1e-14 or a relative one of 1e-9; a
+# wrong probability is off by far more.
 S_CURVE_POINTS = [(s, 8, 16) for s in np.linspace(0, 1, 11).tolist()] + [
     (0.1, 8, 16), (0.05, 20, 5), (0.3, 50, 20), (0.93, 3, 2), (0.6, 5, 3), (0.2, 128, 1)]
 
@@ -41,9 +41,10 @@ def test_s_curve_formula_and_monte_carlo():
                                                                     for p in S_CURVE_POINTS[11:])]):
         want = _exact_s_curve(sim, b, r)
         assert abs(value - want) <= 1e-14 + 1e-9 * want, (
-            f"s_curve({sim}, bands={b}, rows={r}) = {value!r}, expected {want!r} (the exact "
-            f"1 - (1 - s**rows)**bands: a pair is a candidate unless all of its bands miss, and a "
-            f"band matches when all of its rows do), to 1e-14 absolute or 1e-9 relative")
+            f"s_curve({sim}, bands={b}, rows={r}) = {value!r}, expected {want!r}: the probability that "
+            f"a pair of similarity s is a candidate, i.e. that at least one of its {b} bands matches, a band "
+            f"matching when all of its {r} rows do (each with probability s), to 1e-14 absolute or 1e-9 "
+            f"relative")
     assert dd.s_curve(0.0, 4, 4) == 0.0 and dd.s_curve(1.0, 4, 4) == 1.0
     # Monte Carlo: a band matches when all its rows match, each with probability s.
     rng = np.random.default_rng(0)

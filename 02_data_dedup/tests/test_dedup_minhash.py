@@ -120,7 +120,8 @@ def test_signatures_do_not_depend_on_the_batch():
 @pytest.mark.parametrize("rows_per_block", [1, 2, 5])
 def test_a_document_spread_over_blocks_keeps_its_minimum(rows_per_block):
     """`rows_per_block` bounds the memory, nothing else: with blocks smaller than a document
-    (its keys in rows of 32), each block can only lower what the blocks before it found."""
+    (its keys spread over several blocks), each block can only lower what the blocks before it
+    found."""
     hasher = dd.MinHasher(num_perm=16, seed=2)
     rng = np.random.default_rng(rows_per_block)
     docs = [np.unique(rng.integers(0, 2**32, size, dtype=np.uint64)).astype(np.uint32)

@@ -62,7 +62,10 @@ def test_splits_follow_fractions_and_are_stable():
     sources = [f"pkg{i}/mod.py" for i in range(4000)]
     split = dd.assign_splits(sources, None, (0.8, 0.1, 0.1))
     shares = np.bincount(split, minlength=3) / len(sources)
-    np.testing.assert_allclose(shares, [0.8, 0.1, 0.1], atol=0.03)  # 4000 hashed units
+    np.testing.assert_allclose(shares, [0.8, 0.1, 0.1], atol=0.03,  # 4000 hashed units
+                               err_msg="the shares of train, val, test over 4,000 one-document units must "
+                                       "follow fractions (0.8, 0.1, 0.1): x lands in train if x < f0, in val "
+                                       "if f0 <= x < f0 + f1, in test above")
     # a unit keeps its split when the rest of the corpus changes
     half = dd.assign_splits(sources[::2], None, (0.8, 0.1, 0.1))
     np.testing.assert_array_equal(half, split[::2])
@@ -83,16 +86,34 @@ def test_cluster_links_groups_into_one_unit():
 
 @pytest.mark.exercise("2.7")
 def test_a_unit_is_named_by_its_smallest_group():
-    """A cluster joining groups `a/x` and `z/y` is one unit named `a/x`: it lands where
-    `a/x` alone lands, for every salt."""
-    sources = ["z/y/1.py", "a/x/2.py", "m/n/3.py"]
-    labels = np.array([0, 0, 2])  # z/y/1.py and a/x/2.py are near-duplicates
-    for salt in map(str, range(30)):
-        split = dd.assign_splits(sources, labels, (0.4, 0.3, 0.3), salt=salt)
-        alone = dd.assign_splits(["a/x/9.py"], None, (0.4, 0.3, 0.3), salt=salt)
-        assert split[0] == split[1] == alone[0], (
-            f"salt {salt!r}: a unit's split is fixed by its smallest group name ('a/x'), got {split.tolist()} "
-            f"where 'a/x' alone goes to {int(alone[0])}")
+    """A cluster joining groups `a/x`, `q/r` and `z/y` is one unit named `a/x`: it lands where
+    `a/x` alone lands, for every salt and whichever document comes first (the unit's name is
+    not its first document's group, nor its union-find root's)."""
+    members = ["z/y/1.py", "a/x/2.py", "q/r/3.py"]
+    for order in itertools.permutations(range(3)):
+        sources = [members[k] for k in order] + ["m/n/4.py"]
+        labels = np.array([0, 0, 0, 3])  # the first three are one near-duplicate cluster
+        for salt in map(str, range(12)):
+            split = dd.assign_splits(sources, labels, (0.4, 0.3, 0.3), salt=salt)
+            alone = dd.assign_splits(["a/x/9.py"], None, (0.4, 0.3, 0.3), salt=salt)
+            assert split[0] == split[1] == split[2] == alone[0], (
+                f"salt {salt!r}, documents {sources[:3]}: a unit's split is fixed by its smallest group "
+                f"name ('a/x'), got {split[:3].tolist()} where 'a/x' alone goes to {int(alone[0])}")
+
+
+@pytest.mark.exercise("2.7")
+def test_a_unit_exactly_on_an_edge_goes_to_the_later_split():
+    """x = _unit_interval(salt + name) lands in train only if x < f0, in val only if
+    x < f0 + f1: a unit whose x equals an edge goes to the split after it."""
+    name = "edge/unit"
+    x = int.from_bytes(hashlib.sha256(name.encode("utf-8")).digest()[:8], "big") / 2**64
+    cases = [((x, (1 - x) / 2, 1 - x - (1 - x) / 2), 1, "x == f0"),
+             ((x / 2, x / 2, 1 - x), 2, "x == f0 + f1")]
+    for fractions, want, where in cases:
+        got = int(dd.assign_splits([f"{name}/mod.py"], None, fractions, group_depth=2)[0])
+        assert got == want, (
+            f"{where}: a unit lands in split 0 only if x < f0 and in split 1 only if x < f0 + f1, so x on "
+            f"an edge belongs to the split after it: expected {want}, got {got}")
 
 
 def _reference_split(key: str, fractions) -> int:
@@ -118,8 +139,8 @@ def test_a_units_split_hashes_the_salt_then_the_name():
                 wrong.append(f"salt {salt!r}, unit {name!r}: split {got}, expected {want}")
     assert not wrong, (
         f"{len(wrong)} of {3 * len(names)} units are in the wrong split: a unit's split is where "
-        f"_unit_interval(salt + name) falls (the salt PREPENDED to the unit's name, then the edges "
-        f"np.cumsum(fractions)[:-1]); e.g. {wrong[0]}")
+        f"x = _unit_interval(salt + name) falls, the salt PREPENDED to the unit's name (train if x < f0, "
+        f"val if x < f0 + f1, else test); e.g. {wrong[0]}")
 
 
 @pytest.mark.given
