@@ -40,7 +40,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 import course  # noqa: E402
-from course.bench_impl import add_impl_argument, load_impl, run_bench  # noqa: E402
+from course.bench_impl import SMOKE, add_impl_argument, load_impl, run_bench  # noqa: E402
 from course.benchmark import Report, Timing, bench_args, fmt_seconds, measure  # noqa: E402
 
 ag = None  # the package measured: `load_impl` in main(), after the arguments (so --help always works)
@@ -236,8 +236,10 @@ def main() -> None:
     print(f"threads: torch {torch.get_num_threads()}, OpenBLAS {os.environ['OPENBLAS_NUM_THREADS']}; "
           f"implementation: {course.current_impl()}")
     batches = [128] if args.quick else [32, 128, 512]
-    mlp_times = {b: mlp_row(rep, [784, 256, 256, 10], b, args, number=5) for b in batches}
-    mlp_row(rep, [2, 16, 16, 2], 8, args, number=50)  # tiny: Python overhead per op dominates
+    number = 1 if SMOKE else 5  # smoke (COURSE_BENCH_SMOKE=1): one step a timing
+    mlp_times = {b: mlp_row(rep, [784, 256, 256, 10], b, args, number=number) for b in batches}
+    mlp_row(rep, [2, 16, 16, 2], 8, args, number=10 * number)  # tiny: Python overhead per op dominates
+
     value_sizes, value_batch = ([4, 8, 8, 1], 8) if args.quick else ([8, 16, 16, 1], 16)
     value_time = value_row(rep, value_sizes, value_batch, args)
     rep.finish(plot=lambda plt: plot(plt, batches, mlp_times, value_time,

@@ -21,7 +21,7 @@ from typing import Callable
 import numpy as np
 import torch
 
-from course.bench_impl import add_impl_argument, load_impl, run_bench
+from course.bench_impl import SMOKE, add_impl_argument, load_impl, run_bench
 from course.benchmark import Report, Timing, bench_args, measure
 from solutions.autograd import cross_entropy
 from solutions.gpt import GPT, GPTConfig
@@ -66,7 +66,8 @@ def mlp_rows(args, rep: Report) -> None:
             loss.backward()
             torch_opt.step()
 
-        t = measure_in_turn({"engine": engine_step, "torch": torch_step}, args, number=5 if args.quick else 30)
+        number = (1 if SMOKE else 5) if args.quick else 30  # smoke (COURSE_BENCH_SMOKE=1): one step
+        t = measure_in_turn({"engine": engine_step, "torch": torch_step}, args, number=number)
         t_engine, t_torch = t["engine"], t["torch"]
         rep.add(f"MLP LM, batch {batch}, hidden {hidden}",
                 engine_tok_s=round(batch / t_engine.median), torch_tok_s=round(batch / t_torch.median),
@@ -74,8 +75,11 @@ def mlp_rows(args, rep: Report) -> None:
 
 
 def gpt_rows(args, rep: Report) -> None:
-    if args.quick:
+    if SMOKE:  # COURSE_BENCH_SMOKE=1: the smallest GPT, the code path only
+        cases = [(GPTConfig(n_layer=1, n_embd=32, n_head=2, block_size=32), 2, 32)]
+    elif args.quick:
         cases = [(GPTConfig(n_layer=2, n_embd=64, n_head=4, block_size=128), 4, 128)]
+
     else:  # GPTConfig's defaults, and the default model's shape and batch as it was trained
         default = train.PRESETS["default"]
         cases = [(GPTConfig(), 8, 256), (default.model, default.batch_size, default.block_size)]

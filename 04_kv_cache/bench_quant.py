@@ -16,9 +16,11 @@ safetensors, each in a fresh process, for the default model and a synthetic 100 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import statistics
 import sys
+
 from pathlib import Path
 
 import torch
@@ -26,7 +28,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from anywhere in the repo
 
 import course  # noqa: E402
-from course.bench_impl import add_impl_argument, load_impl, run_bench  # noqa: E402
+from course.bench_impl import SMOKE, add_impl_argument, load_impl, run_bench  # noqa: E402
 from course.benchmark import Report, bench_args, measure  # noqa: E402
 from solutions.gpt import GPT, load_default  # noqa: E402
 
@@ -65,7 +67,8 @@ def quant_variants(model: GPT, group_size: int = 32) -> dict[str, GPT]:
     """The weight variants of THE TABLE, each a new model (the fp32 one is `model`)."""
     import copy
 
-    awq, _ = kc.awq_quantize(model, calibration_windows(), group_size)
+    windows = calibration_windows(2, 32) if SMOKE else calibration_windows()  # smoke: COURSE_BENCH_SMOKE=1
+    awq, _ = kc.awq_quantize(model, windows, group_size)
     return {"fp32": model, "bf16": copy.deepcopy(model).to(torch.bfloat16),
             "int8 (kernel)": kc.quantize_model(model, 8),
             "int8 (dequantise)": kc.quantize_model(model, 8, use_kernel=False),
@@ -106,10 +109,15 @@ def quant_table(args) -> dict:
     model, _ = load_default()
     print(f"implementation: {course.current_impl()}; threads {torch.get_num_threads()}; "
           f"int8 kernel (torch._weight_int8pack_mm): {kc.int8_kernel_available()}", flush=True)
-    sets = load_eval_sets(n_examples=30 if args.quick else 150)
+    sets = load_eval_sets(n_examples=2 if SMOKE else 30 if args.quick else 150)
+    if SMOKE:  # COURSE_BENCH_SMOKE=1: the first held-out document of each source, two completions
+        first: dict = {}
+        for d in sets.documents:
+            first.setdefault(d.source, d)
+        sets = dataclasses.replace(sets, documents=tuple(first.values()), completions=sets.completions[:2])
     variants = quant_variants(model)
     prompts = agreement_prompts()
-    n_agree = 16 if args.quick else 64
+    n_agree = 4 if SMOKE else 16 if args.quick else 64
     with torch.no_grad():
         ref_tokens = kc.generate(model, prompts, n_agree, cache="prealloc").tokens
     baseline, rows, runs = None, {}, {}
@@ -118,7 +126,8 @@ def quant_table(args) -> dict:
         for cache in ("prealloc", "int8"):
             kv = kc.CACHES[cache].for_model(m, 1, max_len=1).bytes_per_token()
             report = evaluate_model(m if cache == "prealloc" else ThroughCache(m, cache), sets=sets,
-                                    name=f"{name}, {cache} KV")
+                                    name=f"{name}, {cache} KV", **({"max_new": 4} if SMOKE else {}))
+
             if baseline is None:
                 baseline = report
             problems = gate(report, baseline)
@@ -134,7 +143,7 @@ def quant_table(args) -> dict:
                          "gate vs fp32": "pass" if not problems else "FAIL: " + "; ".join(problems)}
             print(f"  evaluated {key}", flush=True)
     print("  timing decode, every row in alternation", flush=True)
-    tps = decode_tps(runs, args)
+    tps = decode_tps(runs, args, n_new=4 if SMOKE else 128)
     for key, row in rows.items():
         gate_result = row.pop("gate vs fp32")
         rep.add(key, **row, **{"tok/s": tps[key], "gate vs fp32": gate_result})
@@ -153,7 +162,7 @@ def matmul_times(args) -> dict:
     import torch.nn.functional as F
 
     rows = {}
-    for n, k in ((768, 192), (4096, 4096)):
+    for n, k in ((768, 192), (512, 512) if SMOKE else (4096, 4096)):  # smoke: COURSE_BENCH_SMOKE=1
         w = torch.randn(n, k, generator=torch.Generator().manual_seed(0))
         lin = torch.nn.Linear(k, n, bias=False)
         with torch.no_grad():
@@ -164,7 +173,7 @@ def matmul_times(args) -> dict:
         fns = {"fp32": lambda: F.linear(x, w), "int8 kernel": lambda: q8(x), "int8 dequantise": lambda: q8d(x),
                "int4 dequantise": lambda: q4(x), "int8 kernel, fp32 path": lambda: torch._weight_int8pack_mm(
                    x, q8.qweight, q8.scale.reshape(-1))}
-        number = 200 if k < 1000 else 5
+        number = 2 if SMOKE else 200 if k < 1000 else 5
         with torch.no_grad():
             rows[f"{n}x{k}"] = {name: measure(fn, repeat=args.repeat, warmup=1, number=number).median * 1e6
                                 for name, fn in fns.items()}
@@ -225,7 +234,7 @@ def load_table(args) -> dict:
 
     rep = Report("04_kv_cache", args, "loading a state dict: torch.load (pickle) vs safetensors")
     model, _ = load_default()
-    n = 5 if args.quick else 25  # 25 tensors of 1M float32: 100 MB
+    n = 1 if SMOKE else 5 if args.quick else 25  # 25 tensors of 1M float32: 100 MB
     synthetic = {f"layer{i}.weight": torch.randn(1000, 1000, generator=torch.Generator().manual_seed(i))
                  for i in range(n)}
     default_sd = {k: v for k, v in model.state_dict().items() if k != "lm_head.weight"}
@@ -245,7 +254,7 @@ def load_table(args) -> dict:
             kinds = {"torch.load": "pt", "torch.load mmap": "pt", "safetensors": "st",
                      "checked torch.load": "ck", "checked safetensors": "cks"}
             res: dict[str, list[dict]] = {k: [] for k in kinds}
-            for r in range(1 + args.repeat):  # the first round warms the page cache, untimed
+            for r in range(1 if SMOKE else 0, 1 + args.repeat):  # round 0 warms the page cache, untimed (not in smoke)
                 for kind, f in kinds.items():
                     proc = subprocess.run([sys.executable, "-c", _LOAD_CHILD, kind, str(files[f])],
                                           capture_output=True, text=True, cwd=Path(__file__).resolve().parents[1],

@@ -47,7 +47,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from anywhere in the repo
 
-from course.bench_impl import add_impl_argument, load_impl, run_bench  # noqa: E402
+from course.bench_impl import SMOKE, add_impl_argument, load_impl, run_bench  # noqa: E402
 from course.benchmark import Report, bench_args  # noqa: E402
 from solutions.device import add_device_arguments, device_or_exit, dtype_name  # noqa: E402
 from solutions.gpt import GPT, GPTConfig  # noqa: E402
@@ -111,10 +111,12 @@ def main() -> None:
         "continuous": lambda: b.ContinuousBatching(batch),
         "continuous + chunked 64": lambda: b.ContinuousBatching(batch, max_tokens_per_step=64),
     }
+    # smoke (COURSE_BENCH_SMOKE=1): a few requests of a few tokens, every policy and trace still
+    tiny = dict(short_prompt=(4, 8), long_prompt=(16, 24), short_output=(2, 4), long_output=(4, 8)) if SMOKE else {}
     traces = {
-        "longtail": b.make_trace(32 if q else 128, profile="longtail", seed=0, short_output=(8, 16),
-                                 long_output=(32, 200), tail_alpha=1.0),
-        "online": b.make_trace(16 if q else 96, profile="mix", rate=30.0, seed=1),
+        "longtail": b.make_trace(6 if SMOKE else 32 if q else 128, profile="longtail", seed=0,
+                                 **{"short_output": (8, 16), "long_output": (32, 200), **tiny}, tail_alpha=1.0),
+        "online": b.make_trace(6 if SMOKE else 16 if q else 96, profile="mix", rate=30.0, seed=1, **tiny),
     }
     results: dict[str, dict] = {}
     for tname, trace in traces.items():
@@ -131,8 +133,10 @@ def main() -> None:
     torch.manual_seed(0)
     wide = GPT(GPTConfig(block_size=640)).to(device=device, dtype=dtype).eval()
     warm_up(wide, max(1, args.warmup))
-    trace = b.long_prompt_trace(n_decodes=4 if q else 8, decode_len=200, n_long=3 if q else 4,
-                                long_len=512, first=0.05, every=0.1)
+    trace = (b.long_prompt_trace(n_decodes=2, decode_len=8, n_long=1, long_len=96, first=0.01, every=0.1) if SMOKE
+             else b.long_prompt_trace(n_decodes=4 if q else 8, decode_len=200, n_long=3 if q else 4,
+                                      long_len=512, first=0.05, every=0.1))
+
     print(f"long-prompt (random-init, block_size 640): {trace.describe()}", flush=True)
     budgets = (64,) if q else (32, 64, 128)
     policies = {"continuous": lambda: b.ContinuousBatching(12)}

@@ -51,7 +51,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from anywhere in the repo
 
 import course  # noqa: E402
-from course.bench_impl import add_impl_argument, load_impl, run_bench  # noqa: E402
+from course.bench_impl import SMOKE, add_impl_argument, load_impl, run_bench  # noqa: E402
 from course.benchmark import Report, bench_args, fmt_seconds, measure  # noqa: E402
 from solutions.batching import ContinuousBatching, Engine, default_model, replay  # noqa: E402
 from solutions.device import add_device_arguments, device_or_exit, dtype_name  # noqa: E402
@@ -174,10 +174,12 @@ def medians(runs: list[dict]) -> dict:
 def part_memory(model, rep: Report, args) -> dict:
     """Paged vs contiguous at one memory budget on stage 05's traces."""
     q = args.quick
+    # smoke (COURSE_BENCH_SMOKE=1): a few requests of a few tokens, both traces still
+    tiny = dict(short_prompt=(4, 8), long_prompt=(16, 24), short_output=(2, 4), long_output=(4, 8)) if SMOKE else {}
     traces = {
-        "longtail": make_trace(32 if q else 128, profile="longtail", seed=0, short_output=(8, 16),
-                               long_output=(32, 200), tail_alpha=1.0),
-        "mix": make_trace(24 if q else 96, profile="mix", rate=30.0, seed=1),
+        "longtail": make_trace(6 if SMOKE else 32 if q else 128, profile="longtail", seed=0,
+                               **{"short_output": (8, 16), "long_output": (32, 200), **tiny}, tail_alpha=1.0),
+        "mix": make_trace(6 if SMOKE else 24 if q else 96, profile="mix", rate=30.0, seed=1, **tiny),
     }
     budget = BUDGET_ROWS * MAX_LEN
     out = {}
@@ -207,7 +209,7 @@ def part_memory(model, rep: Report, args) -> dict:
 
 
 def part_decode(model, rep: Report, args) -> dict:
-    L = 128
+    L = 32 if SMOKE else 128  # smoke: COURSE_BENCH_SMOKE=1
     out = {}
     torch.manual_seed(0)
 
@@ -239,7 +241,8 @@ def part_decode(model, rep: Report, args) -> dict:
                 step(cache)
         for _ in range(args.repeat):  # interleaved, so load changes fall on all alike
             for name, cache in caches.items():
-                times[name].append(measure(lambda c=cache: step(c), repeat=1, warmup=0, number=20).median)
+                times[name].append(measure(lambda c=cache: step(c), repeat=1, warmup=0,
+                                           number=2 if SMOKE else 20).median)
         med = {name: statistics.median(t) for name, t in times.items()}
         for name in caches:
             err = float((logits[name] - logits["contiguous"]).abs().max())
@@ -264,7 +267,8 @@ def prefix_trace(n: int, seed: int = 0) -> Trace:
 
 
 def part_prefix(model, rep: Report, args) -> dict:
-    trace = prefix_trace(12 if args.quick else 24)
+    trace = prefix_trace(4 if SMOKE else 12 if args.quick else 24)
+
     print(f"prefix: {trace.describe()}", flush=True)
     engines = {
         "stage 05 contiguous": lambda: Engine(model, ContinuousBatching(8)),

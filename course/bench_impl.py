@@ -43,13 +43,19 @@ SMOKE = os.environ.get("COURSE_BENCH_SMOKE", "") not in ("", "0")  # smoke mode 
 
 
 def apply_smoke(args: argparse.Namespace) -> bool:
-    """In smoke mode, the `--quick` sizes, one repeat and no warm-up in `args`, and the line
-    "smoke run: figures meaningless" printed (once); returns `SMOKE`."""
+    """In smoke mode, the `--quick` sizes, one repeat, no warm-up and one thread in `args`
+    (and torch's and BLAS's: two threads on a busy machine spin, and cost twice the CPU),
+    and the line "smoke run: figures meaningless" printed (once); returns `SMOKE`."""
     if SMOKE and not getattr(args, "_smoke", False):
         args._smoke = True
         for name, value in (("quick", True), ("repeat", 1), ("warmup", 0)):
             if hasattr(args, name):
                 setattr(args, name, value)
+        if isinstance(getattr(args, "threads", None), int):  # bench_args' --threads N
+            from course.benchmark import set_threads
+
+            args.threads = 1
+            set_threads(1)
         print("smoke run: figures meaningless (COURSE_BENCH_SMOKE=1: --quick sizes or smaller, one repeat, "
               "every row once)", flush=True)
     return SMOKE
