@@ -239,7 +239,6 @@ def main() -> None:
     number = 1 if SMOKE else 5  # smoke (COURSE_BENCH_SMOKE=1): one step a timing
     mlp_times = {b: mlp_row(rep, [784, 256, 256, 10], b, args, number=number) for b in batches}
     mlp_row(rep, [2, 16, 16, 2], 8, args, number=10 * number)  # tiny: Python overhead per op dominates
-
     value_sizes, value_batch = ([4, 8, 8, 1], 8) if args.quick else ([8, 16, 16, 1], 16)
     value_time = value_row(rep, value_sizes, value_batch, args)
     rep.finish(plot=lambda plt: plot(plt, batches, mlp_times, value_time,

@@ -79,7 +79,6 @@ def gpt_rows(args, rep: Report) -> None:
         cases = [(GPTConfig(n_layer=1, n_embd=32, n_head=2, block_size=32), 2, 32)]
     elif args.quick:
         cases = [(GPTConfig(n_layer=2, n_embd=64, n_head=4, block_size=128), 4, 128)]
-
     else:  # GPTConfig's defaults, and the default model's shape and batch as it was trained
         default = train.PRESETS["default"]
         cases = [(GPTConfig(), 8, 256), (default.model, default.batch_size, default.block_size)]

@@ -180,7 +180,6 @@ def main(argv=None) -> dict:
     for batch in batches:
         row = throughput(model, hf, prompt, new, batch, args, variants=("recompute", "prealloc", "transformers"))
         add_row(f"{prompt} prompt + {new} new, B={batch} (random-512)", row)
-
         if not args.quick:
             aims.append((f"prealloc / recompute, 128+256, B={batch}", row["prealloc"] / row["recompute"], ">=", 8.0))
 

@@ -136,7 +136,6 @@ def main(argv: list[str] | None = None) -> dict:
         size = None
         runs: dict[str, list[dict]] = {k: [] for k in kinds}
         for r in range(1 if SMOKE else 0, 1 + repeat):  # round 0 warms the page cache, untimed (not in smoke)
-
             for kind, f in kinds.items():
                 out = child(kind, files[f], args)
                 size = size or out["params"] * 4

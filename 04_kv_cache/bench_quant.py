@@ -20,7 +20,6 @@ import dataclasses
 import json
 import statistics
 import sys
-
 from pathlib import Path
 
 import torch
@@ -127,7 +126,6 @@ def quant_table(args) -> dict:
             kv = kc.CACHES[cache].for_model(m, 1, max_len=1).bytes_per_token()
             report = evaluate_model(m if cache == "prealloc" else ThroughCache(m, cache), sets=sets,
                                     name=f"{name}, {cache} KV", **({"max_new": 4} if SMOKE else {}))
-
             if baseline is None:
                 baseline = report
             problems = gate(report, baseline)

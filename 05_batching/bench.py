@@ -136,7 +136,6 @@ def main() -> None:
     trace = (b.long_prompt_trace(n_decodes=2, decode_len=8, n_long=1, long_len=96, first=0.01, every=0.1) if SMOKE
              else b.long_prompt_trace(n_decodes=4 if q else 8, decode_len=200, n_long=3 if q else 4,
                                       long_len=512, first=0.05, every=0.1))
-
     print(f"long-prompt (random-init, block_size 640): {trace.describe()}", flush=True)
     budgets = (64,) if q else (32, 64, 128)
     policies = {"continuous": lambda: b.ContinuousBatching(12)}

@@ -268,7 +268,6 @@ def prefix_trace(n: int, seed: int = 0) -> Trace:
 
 def part_prefix(model, rep: Report, args) -> dict:
     trace = prefix_trace(4 if SMOKE else 12 if args.quick else 24)
-
     print(f"prefix: {trace.describe()}", flush=True)
     engines = {
         "stage 05 contiguous": lambda: Engine(model, ContinuousBatching(8)),
