@@ -30,7 +30,7 @@ LLAMA_DEFAULT, load_llama, probe, save_llama = (_llama_default.LLAMA_DEFAULT, _l
 def test_course_vocabulary_asset():
     tok = load_course_bpe()
     d = json.loads(COURSE_BPE.read_text(encoding="utf-8"))
-    assert tok.vocab_size == d["vocab_size"] == 4096
+    assert tok.vocab_size == d["vocab_size"] == 2048
     assert tok.special_ids == {EOT_TOKEN: 0}
     assert d["trained_on"]["file"] == "train.jsonl"  # the train split only
     text = "def f(x):\n    return x ** 2  # é, 漢字, 🙂\n"

@@ -5,7 +5,7 @@ test never shape it), with one special token, `<|endoftext|>` (id 0), between do
 GPT-2's pre-tokenizer. It is stored as a small JSON asset (`solutions/assets/course_bpe.json`:
 tokens, merges, how it was built) and rebuilt, deterministically, by
 
-    python -m solutions.train.bpe_data --vocab-size 4096        # writes the asset
+    python -m solutions.train.bpe_data --vocab-size 2048        # writes the asset
 
 A split becomes one stream of ids (each document's ids, then `<|endoftext|>`), and beside it
 the number of UTF-8 bytes each id spells (0 for `<|endoftext|>`). Bits per byte over BPE
@@ -70,7 +70,7 @@ def load_course_bpe(path: str | Path = COURSE_BPE) -> ByteLevelBPE:
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"no course BPE vocabulary at {path}; build it with "
-                                "python -m solutions.train.bpe_data --vocab-size 4096")
+                                "python -m solutions.train.bpe_data --vocab-size 2048")
     return tokenizer_from_dict(json.loads(path.read_text(encoding="utf-8")))
 
 
@@ -149,7 +149,7 @@ def print_bytes_per_token(data: str | None, vocab: str | Path) -> None:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m solutions.train.bpe_data",
                                 description="Train the course's BPE vocabulary on stage 02's train split.")
-    p.add_argument("--vocab-size", type=int, default=4096)
+    p.add_argument("--vocab-size", type=int, default=2048)
     p.add_argument("--data", default=None, help="folder with train.jsonl (default: stage 02's data/corpus)")
     p.add_argument("--out", default=str(COURSE_BPE))
     p.add_argument("--bytes-per-token", metavar="VOCAB", nargs="?", const=str(COURSE_BPE), default=None,
