@@ -588,6 +588,12 @@ MUTATIONS = (
       "nats += float(F.cross_entropy(logits.flatten(0, 1), y.flatten())) * n_windows * block_size "
       "/ -(-n_windows // batch_size)",
       ("tests/test_train_gpt_loop.py::test_evaluate_matches_a_brute_force_count",)),
+    # the 7 December learner trial of 3.10: load returning the next step's number (a bare
+    # `assert 2 == 1` before)
+    M("03-load-returns-the-next-step", "train",
+      '    return state["step"], state["history"]',
+      '    return state["step"] + 1, state["history"]',
+      ("tests/test_train_gpt_loop.py::test_training_state_round_trip_and_config_check",)),
     M("03-resume-without-the-torch-generator", "train",
       "    torch.set_rng_state(state[\"rng\"][\"torch\"])\n", "",
       ("tests/test_train_gpt_loop.py::test_training_state_round_trip_and_config_check",)),
@@ -660,6 +666,18 @@ MUTATIONS = (
       ("tests/test_llama_blocks.py::test_rope_pairs_coordinate_i_with_i_plus_half",),
       more=(("return torch.cat((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1)",
              "return torch.stack((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1).flatten(-2)"),)),
+    # the 7 December learner trial of 3.16: cos and sin kept in float32 (x's half precision
+    # lost until the end) passed 10/10; a clockwise turn was named only by the generic rule
+    M("03-rope-cos-sin-not-rounded-to-x-dtype", "train",
+      "cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)",
+      "cos, sin = angles.cos(), angles.sin()",
+      ("tests/test_llama_blocks.py::test_rope_in_half_precision_equals_transformers",),
+      more=(("return torch.cat((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1)",
+             "return torch.cat((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1).to(x.dtype)"),)),
+    M("03-rope-turns-clockwise", "train",
+      "return torch.cat((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1)",
+      "return torch.cat((x1 * cos + x2 * sin, x2 * cos - x1 * sin), dim=-1)",
+      ("tests/test_llama_blocks.py::test_rope_pairs_coordinate_i_with_i_plus_half",)),
     M("03-rope-positions-shared-across-rows", "train",
       "positions[:, None, :, None]", "positions[:1, None, :, None]",
       ("tests/test_llama_blocks.py::test_rope_rotates_each_row_by_its_own_positions",)),
@@ -1025,6 +1043,15 @@ MUTATIONS = (
     M("05-chunk-ignores-the-budget", "batching",
       "n = min(r.num_pending, left)", "n = r.num_pending",
       ("tests/test_batching_contracts.py::test_the_budget_is_spent_once_decodes_first_and_nothing_is_planned_at_zero",)),
+    # the 5.5/5.6 trial of 7 December: prompts served shortest first, and the last admitted evicted
+    M("05-chunks-shortest-prompt-first", "batching",
+      "for r in decoding + prefilling:",
+      "for r in decoding + sorted(prefilling, key=lambda r: r.num_pending):",
+      ("tests/test_batching_contracts.py::test_prefills_share_the_budget_in_admission_order_not_shortest_first",)),
+    M("05-victim-last-admitted", "batching",
+      "victim = max(self.running, key=lambda r: r.order)",
+      "victim = self.running[-1]",
+      ("tests/test_batching_contracts.py::test_the_victim_is_last_in_queue_order_not_the_last_admitted",)),
     M("05-zero-token-chunks-planned", "batching",
       "            if n:\n                chunks.append((r, n))\n                left -= n\n",
       "            chunks.append((r, n))\n            left -= n\n",

@@ -64,7 +64,9 @@ def check_invariants(engine) -> None:
         assert int(cache.lengths[slot]) == 0, f"free row {slot} still holds tokens"
     for r in waiting:
         assert r.state is b.State.WAITING and r.slot is None and r.num_computed == 0
-    assert [r.order for r in waiting] == sorted(r.order for r in waiting), "the waiting queue is out of order"
+    assert [r.order for r in waiting] == sorted(r.order for r in waiting), (
+        f"the waiting queue must stay in Request.order (priority, then arrival; a preempted request goes back to "
+        f"its old place): got {[r.request_id for r in waiting]}")
     for r in engine.requests.values():
         if r.state is b.State.FINISHED:
             assert r.slot is None and r not in running and r not in waiting

@@ -71,5 +71,8 @@ def test_decodes_come_before_prompt_chunks(model):
     plan = engine.scheduler.schedule(engine.clock())
     for r in plan.admitted:
         engine._acquire(r)
-    assert plan.chunks == [(a, 1), (c, 2)], "one token for the decode, the rest to the oldest prompt; d waits"
+    got = [("a" if r is a else "c" if r is c else "d" if r is d else "?", n) for r, n in plan.chunks]
+    assert got == [("a", 1), ("c", 2)], (
+        f"budget 3: one token for the decode a, the 2 left to the oldest prompt c, and d, which gets 0, left out "
+        f"of the plan: got {got}")
     assert d.state is b.State.RUNNING and d.num_computed == 0

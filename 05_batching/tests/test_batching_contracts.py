@@ -165,6 +165,22 @@ def test_the_budget_is_spent_once_decodes_first_and_nothing_is_planned_at_zero()
     assert plan == [("p1", 1), ("dec", 1)], f"a request that gets 0 tokens is left out of the plan: got {plan}"
 
 
+
+@pytest.mark.exercise("5.5")
+def test_prefills_share_the_budget_in_admission_order_not_shortest_first():
+    sched = b.ContinuousBatching(2, max_tokens_per_step=5, max_cache_tokens=100)
+    long = b.Request(list(range(1, 9)), 2, arrival=0.0, request_id="long")
+    short = b.Request([1, 2], 2, arrival=1.0, request_id="short")
+    sched.running = [long, short]           # admission order: long first
+    for r in sched.running:
+        r.state = S.RUNNING
+    plan = [(r.request_id, n) for r, n in sched.plan_chunks()]
+    assert plan == [("long", 5)], (
+        f"budget 5, two prompts running, 'long' (8 pending) admitted before 'short' (2): the prefills get the "
+        f"budget in running (admission) order, each as much as is left, so 'long' takes all 5 and 'short' "
+        f"waits; got {plan}")
+
+
 # ---- 5.6 preemption, requeue, abort -----------------------------------------------------------
 
 @pytest.mark.exercise("5.6")
@@ -185,6 +201,29 @@ def test_preempt_takes_as_many_as_it_takes_last_in_queue_order_first():
                                  "(lowest priority, then latest arrival), as many as it takes to fit")
     assert sched.tokens_held() == 10 <= sched.max_cache_tokens
     assert all(r.state is S.PREEMPTED and r not in sched.running for r in out.preempted)
+
+
+@pytest.mark.exercise("5.6")
+def test_the_victim_is_last_in_queue_order_not_the_last_admitted():
+    """'low' (priority 5) ran alone before 'a' and 'b' came: it is first in `running` but last
+    in queue order, so it is the victim, and one suffices."""
+    sched = b.ContinuousBatching(3, max_cache_tokens=12)
+    low = b.Request([1, 2, 3], 8, priority=5, arrival=0.0, request_id="low")
+    sched.add(low)
+    assert sched.schedule(0.5).admitted == [low]
+    for name, t in (("a", 1.0), ("b", 2.0)):
+        sched.add(b.Request([1, 2, 3], 8, arrival=t, request_id=name))
+    assert len(sched.schedule(2.5).admitted) == 2
+    for r in sched.running:
+        r.output.extend([1, 1])             # 3 x 5 = 15 > 12 cache tokens
+    admitted = [r.request_id for r in sched.running]
+    out = b.SchedulerOutput()
+    sched.preempt(3.0, out)
+    got = [r.request_id for r in out.preempted]
+    assert got == ["low"], (
+        f"preempted {got}, running in admission order {admitted}: the "
+        "victim is the running request last in QUEUE order (the largest Request.order: lowest priority, then "
+        "latest arrival), not the last admitted")
 
 
 @pytest.mark.exercise("5.6")
