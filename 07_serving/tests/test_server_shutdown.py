@@ -95,7 +95,7 @@ def _drain(state: FakeState, grace_s: float, bound: float = 20.0) -> int:
         handlers = asyncio.ensure_future(state.run_handlers())
         try:
             return await asyncio.wait_for(srv.drain(state, grace_s, poll_s=0.001), bound)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             raise AssertionError(f"drain had not returned after {bound:g} s (grace {grace_s:g} s, the jobs done "
                                  "in a few ms): it returns as soon as no job is in flight, not after the grace "
                                  "period") from None
@@ -104,8 +104,9 @@ def _drain(state: FakeState, grace_s: float, bound: float = 20.0) -> int:
 
     out = asyncio.run(main())
     assert not in_flight or state.turns_before_abort, \
-        ("the event loop never ran while drain waited out the grace period: wait with `await asyncio.sleep(...)`, never "
-         "`time.sleep` in a coroutine (it stops the loop, and the answers drain waits for)")
+        ("the event loop never ran while drain waited out the grace period: wait with "
+         "`await asyncio.sleep(...)`, never `time.sleep` in a coroutine (it stops the loop, and the "
+         "answers drain waits for)")
     return out
 
 

@@ -1,6 +1,6 @@
 # GENERATED from solutions/profiling/roofline.py by `course stubs --write`: fill in the bodies that raise NotImplementedError.
 # The lesson is 08_profiling/08_profiling.ipynb. Exercises in this file (line of each hole, then the commands):
-#   8.5 The roofline: FLOPs, bytes, regime: lines 26, 35, 60; `course check 8.5`, `course hint 8.5`
+#   8.5 The roofline: FLOPs, bytes, regime: lines 27, 36, 61; `course check 8.5`, `course hint 8.5`
 """The roofline (8.5): this machine's measured peaks, and the regime a measured step is in."""
 
 from __future__ import annotations
@@ -22,7 +22,8 @@ def measure_peak_flops(device=None, *, n: int | None = None, dtype: torch.dtype 
     """This machine's matmul FLOP/s: Peak(the FLOPs of one n×n @ n×n product / its median
     seconds, conditions) — timed with `time_fn` (warm-up, synchronised, `clock`), the number of
     repeats chosen so they take about `seconds` in all (3..50). n defaults to 512 on the
-    CPU, 4096 on CUDA. `conditions` starts "{n}x{n} {dtype} matmul on {device}"."""
+    CPU, 4096 on CUDA. `conditions` starts "{n}x{n} {dtype's name} matmul on {device}", the
+    name without "torch." ("512x512 float32 matmul on cpu")."""
     raise NotImplementedError('Exercise 8.5: The roofline: FLOPs, bytes, regime — see 08_profiling.ipynb')
 
 

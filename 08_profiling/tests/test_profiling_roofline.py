@@ -137,11 +137,15 @@ def test_peaks_count_what_one_timed_call_does():
     f = prof.measure_peak_flops(n=16, seconds=0.5, clock=ticking())
     assert f.value == 2 * 16 ** 3, ("the matmul peak is 2·n³ FLOPs (a multiply-add is 2) over the median "
                                     f"seconds of one n×n @ n×n product, timed with the given clock; got {f.value}")
-    assert f.conditions.startswith("16x16 float32 matmul on cpu"), f.conditions
+    assert f.conditions.startswith("16x16 float32 matmul on cpu"), \
+        ("conditions starts '{n}x{n} {dtype's name, without 'torch.'} matmul on {device}', here "
+         f"'16x16 float32 matmul on cpu'; got {f.conditions!r}")
     b = prof.measure_peak_bandwidth(size=1 << 20, seconds=0.5, clock=ticking())
     assert b.value == 2 * (1 << 20), ("a copy reads and writes every byte: the bandwidth is 2 × size bytes over "
                                       f"the median seconds of one copy; got {b.value}")
-    assert b.conditions.startswith("copy of 1 MiB on cpu"), b.conditions
+    assert b.conditions.startswith("copy of 1 MiB on cpu"), \
+        ("conditions starts 'copy of {size in MiB} MiB on {device}', here 'copy of 1 MiB on cpu'; "
+         f"got {b.conditions!r}")
 
 
 @pytest.mark.exercise("8.5")

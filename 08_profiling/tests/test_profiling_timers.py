@@ -34,8 +34,10 @@ def test_warmup_runs_are_not_timed_and_the_median_is_kept():
     clk = FakeClock()
     fn = worker(clk, [50.0, 40.0, 1.0, 2.0, 3.0, 4.0, 100.0])
     t = prof.time_fn(fn, warmup=2, repeat=5, clock=clk, sync=lambda: None)
-    assert t.times == (1.0, 2.0, 3.0, 4.0, 100.0)
-    assert t.median == 3.0
+    assert t.times == (1.0, 2.0, 3.0, 4.0, 100.0), \
+        f"the 2 warm-up calls are not timed; then one time per run, in run order: got {t.times}"
+    assert t.median == 3.0, \
+        f"Timing.median is the runs' median (robust to the one slow run), not the mean: got {t.median}"
     assert t.spread == pytest.approx(99.0 / 3.0)
 
 
@@ -44,7 +46,9 @@ def test_number_gives_the_time_per_call():
     clk = FakeClock()
     fn = worker(clk, [9.0, 1.0, 3.0, 2.0, 2.0, 5.0, 7.0])
     t = prof.time_fn(fn, warmup=1, repeat=3, number=2, clock=clk, sync=lambda: None)
-    assert t.times == (2.0, 2.0, 6.0)
+    assert t.times == (2.0, 2.0, 6.0), \
+        (f"a run is `number` calls between two clock reads, its time their difference / number (per call): "
+         f"got {t.times}")
     assert t.median == 2.0
 
 
@@ -65,8 +69,11 @@ def test_synchronising_charges_queued_work_to_the_right_run():
         pending.clear()
 
     t = prof.time_fn(launch, warmup=1, repeat=3, clock=clk, sync=sync)
-    assert t.times == (5.0, 6.0, 7.0)
-    assert prof.time_naive(lambda: pending.append(3.0), clock=clk) == 0.0
+    assert t.times == (5.0, 6.0, 7.0), \
+        ("each run is charged the work its own calls queued (5, 6, 7 s), none of the warm-up's 100 s: "
+         f"got {t.times}")
+    assert prof.time_naive(lambda: pending.append(3.0), clock=clk) == 0.0, \
+        "time_naive reads the clock around one call and waits for nothing (the queued 3 s are not seen)"
 
 
 @pytest.mark.exercise("8.1")
@@ -122,11 +129,35 @@ def test_the_calls_come_in_the_order_the_contract_states():
 
     t = prof.time_fn(lambda: log.append("fn"), warmup=2, repeat=2, number=3, clock=clock,
                      sync=lambda: log.append("sync"))
-    run = ["sync", "clock", "fn", "fn", "fn", "sync", "clock"]
-    want = ["fn", "sync"] * 2 + run * 2
-    assert log == want, ("time_fn must call: after every warm-up call sync(); in each run sync(), clock(), "
-                         f"fn() `number` times, sync(), clock() — and nothing else; got {log}")
+    broken = _broken_rule(log, warmup=2, repeat=2, number=3)
+    assert broken is None, f"{broken}; the calls were {log}"
     assert t.times == (0.0, 0.0)
+
+
+def _broken_rule(log: list[str], *, warmup: int, repeat: int, number: int) -> str | None:
+    """The first rule of time_fn's contract that the call log breaks (None: it keeps them all)."""
+    if log.count("sync") != warmup + 2 * repeat:
+        return (f"sync() is the only wait: once per warm-up call and twice per run ({warmup} + 2·{repeat} = "
+                f"{warmup + 2 * repeat} here), got {log.count('sync')}")
+    if log.count("clock") != 2 * repeat or log.count("fn") != warmup + number * repeat:
+        return (f"{warmup} warm-up calls, then {repeat} runs of {number} calls between two clock reads each: got "
+                f"{log.count('fn')} calls and {log.count('clock')} clock reads")
+    first = log.index("clock")
+    if first == 0:
+        return "run 1: work queued before it must not be charged to it (wait before its first clock read)"
+    if log[:first - 1] != ["fn", "sync"] * warmup or log[first - 1] != "sync":
+        return ("each warm-up call is waited for before anything else happens, and a run's first clock read "
+                "waits for all work queued before it")
+    runs, size = log[first - 1:], number + 4  # a run: sync, clock, its calls, sync, clock
+    for k in range(repeat):
+        run = runs[k * size:(k + 1) * size]
+        inside = run[2:2 + number + 1]
+        if run[:2] != ["sync", "clock"]:
+            return f"run {k + 1}: work queued before it must not be charged to it (wait before its first clock read)"
+        if inside != ["fn"] * number + ["sync"] or run[2 + number + 1] != "clock":
+            return (f"run {k + 1}: it must be charged all the work its own {number} calls queued (wait for it "
+                    "before its second clock read), and nothing else happens between its clock reads")
+    return None
 
 
 @pytest.mark.exercise("8.1")

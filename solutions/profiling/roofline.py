@@ -19,7 +19,8 @@ def measure_peak_flops(device=None, *, n: int | None = None, dtype: torch.dtype 
     """This machine's matmul FLOP/s: Peak(the FLOPs of one n×n @ n×n product / its median
     seconds, conditions) — timed with `time_fn` (warm-up, synchronised, `clock`), the number of
     repeats chosen so they take about `seconds` in all (3..50). n defaults to 512 on the
-    CPU, 4096 on CUDA. `conditions` starts "{n}x{n} {dtype} matmul on {device}"."""
+    CPU, 4096 on CUDA. `conditions` starts "{n}x{n} {dtype's name} matmul on {device}", the
+    name without "torch." ("512x512 float32 matmul on cpu")."""
     # BEGIN SOLUTION 8.5
     # HINT: Two random n×n tensors on the device; time `lambda: a @ b` once (warmup=1, repeat=1) to
     #   size the repeats, int(min(50, max(3, seconds / one_call))), then again with those repeats.
