@@ -116,19 +116,6 @@ def hf_rope(x, positions, theta):
 
 
 @pytest.mark.exercise("3.16")
-@pytest.mark.parametrize("T, D, theta", [(12, 64, 10000.0), (7, 16, 100000.0), (1, 8, 500.0)])
-def test_rope_matches_transformers(T, D, theta):
-    torch.manual_seed(T)
-    x = torch.randn(3, 2, T, D)
-    positions = torch.arange(T).expand(3, T) + torch.tensor([[0], [5], [300]])  # each row its own
-    keep = x.clone()
-    got = train.apply_rope(x, positions, theta)
-    assert got.shape == x.shape and got.dtype == x.dtype
-    _close(got, hf_rope(x, positions, theta), ROPE_RULE, atol=2e-6)
-    assert torch.equal(x, keep), "apply_rope must not modify x"
-
-
-@pytest.mark.exercise("3.16")
 def test_rope_pairs_coordinate_i_with_i_plus_half():
     D, p = 8, 3
     x = torch.zeros(1, 1, 1, D)
@@ -136,8 +123,9 @@ def test_rope_pairs_coordinate_i_with_i_plus_half():
     got = train.apply_rope(x, torch.tensor([[p]]), 10000.0)[0, 0, 0]
     want = torch.zeros(D)
     want[0], want[D // 2] = math.cos(p), math.sin(p)  # inv_freq[0] = 1: angle p, into coordinate D/2
-    _close(got, want, "RoPE pairs coordinate i with i + D/2 (rotate half), not 2i with 2i + 1: a unit vector on "
-           f"coordinate 0 at position {p} must become cos({p}) on 0 and sin({p}) on {D // 2}")
+    _close(got, want, "RoPE pairs coordinate i with i + D/2 (rotate half), not 2i with 2i + 1, and turns the pair "
+           f"COUNTER-clockwise: a unit vector on coordinate 0 at position {p} must become cos({p}) on 0 and "
+           f"+sin({p}) on {D // 2}")
 
 
 @pytest.mark.exercise("3.16")
@@ -150,6 +138,22 @@ def test_rope_rotates_each_row_by_its_own_positions():
         alone = train.apply_rope(x[b:b + 1], positions[b:b + 1], 10000.0)
         _close(got[b:b + 1], alone, f"row {b} must be rotated by its own positions {positions[b].tolist()} "
                "(positions are per row; no row may use another row's)")
+
+
+@pytest.mark.exercise("3.16")
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_rope_in_half_precision_equals_transformers(dtype):
+    torch.manual_seed(4)
+    x = torch.randn(2, 2, 6, 16).to(dtype)
+    positions = torch.tensor([[0, 1, 2, 3, 4, 5], [90, 91, 92, 93, 94, 95]])
+    got = train.apply_rope(x, positions, 10000.0)
+    assert got.dtype == dtype, f"apply_rope keeps x's dtype: {dtype} in, got {got.dtype}"
+    want = hf_rope(x, positions, 10000.0)
+    differ = int((got != want).sum())
+    assert differ == 0, (
+        f"in {dtype}, RoPE must equal transformers' bit for bit: the angles in float32, cos and sin rounded "
+        f"to x's dtype BEFORE they meet x (not the result rounded at the end): {differ} of {got.numel()} "
+        "elements differ")
 
 
 @pytest.mark.exercise("3.16")
@@ -167,6 +171,19 @@ def test_rope_is_a_rotation_that_encodes_relative_position():
         dots.append(float((qm * kn).sum()))
     assert max(dots) - min(dots) < 1e-3, (f"q at m and k at n must score q.k by m - n alone (RoPE's point): "
                                           f"m - n = 3 at three offsets gave {dots}")
+
+
+@pytest.mark.exercise("3.16")
+@pytest.mark.parametrize("T, D, theta", [(12, 64, 10000.0), (7, 16, 100000.0), (1, 8, 500.0)])
+def test_rope_matches_transformers(T, D, theta):
+    torch.manual_seed(T)
+    x = torch.randn(3, 2, T, D)
+    positions = torch.arange(T).expand(3, T) + torch.tensor([[0], [5], [300]])  # each row its own
+    keep = x.clone()
+    got = train.apply_rope(x, positions, theta)
+    assert got.shape == x.shape and got.dtype == x.dtype
+    _close(got, hf_rope(x, positions, theta), ROPE_RULE, atol=2e-6)
+    assert torch.equal(x, keep), "apply_rope must not modify x"
 
 
 @pytest.mark.given

@@ -265,13 +265,15 @@ def test_training_state_round_trip_and_config_check(tmp_path):
     model2, rng2 = GPT(TINY), torch.Generator().manual_seed(77)
     opt2 = torch.optim.AdamW(model2.parameters(), lr=1e-3)
     step, history = train.load_training_state(path, model=model2, optimizer=opt2, data_rng=rng2)
-    assert step == 1 and history == {"loss": [1.5]}
+    assert step == 1, (f"load_training_state returns the step as saved, the number of optimizer steps done "
+                       f"(1 here; the next step's number is the caller's to derive), got {step}")
+    assert history == {"loss": [1.5]}, f"load_training_state returns the history as saved, got {history}"
     assert torch.equal(torch.get_rng_state(), torch_state), (
-        "torch's global generator (dropout draws from it) is not restored: save torch.get_rng_state() under "
-        "state['rng']['torch'] and torch.set_rng_state it on load")
+        "torch's global generator (dropout draws from it) is not restored: after load_training_state it must be "
+        "in the state it had when the checkpoint was saved, whatever was drawn from it in between")
     assert torch.equal(rng2.get_state(), rng_state), (
-        "the data generator (which batches come next) is not restored: save data_rng.get_state() under "
-        "state['rng']['data'] and data_rng.set_state it on load")
+        "the data generator (which batches come next) is not restored: after load_training_state the data_rng "
+        "passed in (changed in place, not replaced) must be in the state the saved one had")
     for a, b in zip(model.state_dict().values(), model2.state_dict().values()):
         assert torch.equal(a, b)
     s1, s2 = opt.state_dict()["state"], opt2.state_dict()["state"]

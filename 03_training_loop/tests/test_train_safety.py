@@ -77,7 +77,8 @@ def test_saved_state_is_verified_and_resumes_with_its_own_config(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["s.pt"]  # no temporary file left
     step, history = train.load_training_state(path, model=model, optimizer=opt, data_rng=rng,
                                               config=asdict(CFG))  # the same config: no complaint
-    assert step == 3 and history == {"step": [1, 2, 3]}
+    assert step == 3 and history == {"step": [1, 2, 3]}, (
+        f"load_training_state returns (step, history) as saved (3 steps done), got ({step}, {history})")
     raw = bytearray(path.read_bytes())
     raw[len(raw) // 2] ^= 0xFF  # one flipped byte
     path.write_bytes(bytes(raw))

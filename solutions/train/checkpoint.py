@@ -20,8 +20,9 @@ def save_training_state(path: str | Path, *, model: nn.Module, optimizer: torch.
     The state is a dict with exactly the keys TRAINING_STATE_KEYS: "step" (optimizer steps
     done; the schedule needs nothing else), "model" (the state_dict of `unwrap(model)`, so a
     DDP model saves the plain model's keys), "optimizer" (its state_dict: AdamW's moments and
-    step counts), "rng" = {"torch": torch.get_rng_state(), "data": data_rng.get_state()}
-    (dropout's generator and the data position), "history" and "config" as given. The given
+    step counts), "rng" = {"torch": ..., "data": ...}: the states, as they are now, of torch's
+    global generator (dropout draws from it) and of `data_rng` (the data position), each one
+    that generator can be set back to; "history" and "config" as given. The given
     `save_checked` writes it atomically with a checksum (no temporary file is left; a crash
     never leaves a torn file where the last good one was). Nothing passed in is changed.
     """
@@ -32,7 +33,8 @@ def save_training_state(path: str | Path, *, model: nn.Module, optimizer: torch.
     #   loading restores each in place.
     # HINT: Build the dict `state` (the code below saves it): every key of TRAINING_STATE_KEYS.
     # HINT: Both generators: torch's global one (torch.get_rng_state(), dropout draws from it)
-    #   and data_rng.get_state(), under "rng" as {"torch": ..., "data": ...}.
+    #   and data_rng.get_state(), under "rng" as {"torch": ..., "data": ...}. Each is a
+    #   ByteTensor snapshot: setting it back later replays the same draws.
     state = {
         "step": step,
         "model": unwrap(model).state_dict(),
@@ -50,9 +52,10 @@ def load_training_state(path: str | Path, *, model: nn.Module, optimizer: torch.
     """Restore what `save_training_state` wrote, in place: returns (step, history).
 
     Afterwards `unwrap(model)`'s weights, the optimizer's state, torch's global generator and
-    `data_rng` are exactly as saved, so the next step is the step the saved run would have
-    taken. Before anything is restored: FileNotFoundError for a missing file; CheckpointError
-    (a ValueError naming the file) for an empty, truncated, corrupted or foreign file (loaded
+    `data_rng` (the objects passed in, changed in place) are exactly as saved, so the next step
+    is the step the saved run would have taken; `step` is the saved count of steps done.
+    Before anything is restored: FileNotFoundError for a missing file; CheckpointError (a
+    ValueError naming the file) for an empty, truncated, corrupted or foreign file (loaded
     with `weights_only=True`, checksum verified); and, if `config` is given and differs from
     the saved one, ValueError "... another config (differs in [<keys>]) ...".
     """
