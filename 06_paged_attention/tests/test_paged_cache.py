@@ -90,6 +90,41 @@ def test_bad_configurations_are_clear_errors():
 # ---- 6.3 -----------------------------------------------------------------------------------
 
 @pytest.mark.exercise("6.3")
+def test_write_stores_into_the_pools_themselves():
+    c = small_cache()
+    c.reserve(torch.tensor([0, 1]), torch.tensor([4, 2]))
+    rows, pos = torch.tensor([0, 0, 1]), torch.tensor([1, 3, 0])
+    k, v = torch.randn(3, 2, 4), torch.randn(3, 2, 4)
+    c.write(1, rows, pos, k, v)
+    slots = p.slot_mapping(c.block_tables, rows, pos, c.block_size)
+    for name, pool, want in (("k", c.k, k), ("v", c.v, v)):
+        got = pool[1].reshape(-1, 2, 4)[slots]
+        assert torch.equal(got, want), (
+            f"after write(1, rows, positions, k, v) the pool self.{name}[1], seen as (num_blocks * block_size, H, "
+            f"D), must hold {name}[i] at slot_mapping's slot of (rows[i], positions[i]), slots {slots.tolist()}: "
+            "the pool itself, not a copy of it")
+    assert not c.k[0].any() and not c.v[0].any(), "write(1, ...) must change layer 1's pools only"
+
+
+@pytest.mark.exercise("6.3")
+def test_view_is_rows_heads_positions_dims():
+    c = small_cache()
+    c.reserve(torch.tensor([0, 2]), torch.tensor([5, 2]))
+    c.k.copy_(torch.arange(c.k.numel(), dtype=c.k.dtype).reshape(c.k.shape))  # every element its own value
+    c.v.copy_(-c.k)
+    K, V = c.view(1, torch.tensor([2, 0]), 5)
+    assert K.shape == V.shape == (2, 2, 5, 4), f"view returns (B, H, length, D): got {tuple(K.shape)}"
+    for i, r in enumerate((2, 0)):
+        n = 5 if r == 0 else 2
+        slots = p.slot_mapping(c.block_tables, torch.full((n,), r), torch.arange(n), c.block_size)
+        want = c.k[1].reshape(-1, 2, 4)[slots].transpose(0, 1)  # (H, n, D)
+        assert torch.equal(K[i, :, :n], want) and torch.equal(V[i, :, :n], -want), (
+            f"view's K[b, h, t] is head h of the key at row rows[b]'s position t, read at its slot: row {r} (b = {i}) "
+            "differs")
+    assert K.data_ptr() != c.k.data_ptr(), "view returns a copy"
+
+
+@pytest.mark.exercise("6.3")
 @settings(deadline=None, suppress_health_check=[HealthCheck.too_slow], max_examples=20)
 @given(bs=st.integers(1, 6), data=st.data())
 def test_view_returns_what_was_written(bs, data):
@@ -119,12 +154,14 @@ def test_view_returns_what_was_written(bs, data):
     pick = data.draw(st.sampled_from([slice(0, 3), slice(1, 3), torch.tensor([2, 0])]))
     for layer in range(2):
         K, V = c.view(layer, pick, length)
-        assert K.shape == (len(range(3)[pick]) if isinstance(pick, slice) else 2, 2, length, 4)
+        want_shape = (len(range(3)[pick]) if isinstance(pick, slice) else 2, 2, length, 4)
+        assert K.shape == want_shape, f"view returns (B, H, length, D) = {want_shape}: got {tuple(K.shape)}"
         rows = torch.arange(3)[pick]
         for i, r in enumerate(rows.tolist()):
             n = int(c.lengths[r])
-            assert torch.equal(K[i, :, :n], ref_k[layer, r, :, :n])
-            assert torch.equal(V[i, :, :n], ref_v[layer, r, :, :n])
+            assert torch.equal(K[i, :, :n], ref_k[layer, r, :, :n]) and torch.equal(V[i, :, :n], ref_v[layer, r, :, :n]), (
+                f"block size {bs}, layer {layer}: view must give back, for row {r}, the K and V written at each of "
+                f"its positions 0..{n - 1}")
 
 
 @pytest.mark.exercise("6.3")
@@ -166,5 +203,24 @@ def test_forward_cached_through_view_equals_the_full_forward(model, chunked_forw
     cache = _ViewOnly.for_model(model, 3, max_len=48, block_size=bs, num_blocks=64)
     schedule = ([5, 1, 9], [7, 0, 2], [1, 12, 3], [1, 1, 1])
     for b, got, want in chunked_forward(model, cache, seqs, schedule):
-        assert torch.allclose(got, want, atol=1e-10), f"row {b}"
+        assert torch.allclose(got, want, atol=1e-10), (
+            f"block size {bs}, row {b}: forward_cached through write + view must give the model's own logits")
     assert cache.lengths.tolist() == [sum(row) for row in zip(*schedule)]
+
+
+@pytest.mark.exercise("6.3")
+def test_a_minus_one_table_entry_is_read_through_a_valid_slot(model, chunked_forward):
+    """A short row's table ends in -1 entries when a view spans more blocks than it holds. Read
+    through a negative slot, they wrap to the pool's last blocks; here those hold NaN (stale,
+    as a freed block may), and a masked key's weight 0 times a NaN value is NaN."""
+    torch.manual_seed(1)
+    seqs = torch.randint(0, 256, (3, 30))
+    cache = _ViewOnly.for_model(model, 3, max_len=48, block_size=4, num_blocks=64)
+    cache.k[:, 16:] = float("nan")  # no row holds more than 4 blocks: blocks 16.. are never allocated
+    cache.v[:, 16:] = float("nan")
+    schedule = ([5, 1, 9], [7, 0, 2], [1, 12, 3], [1, 1, 1])
+    for b, got, want in chunked_forward(model, cache, seqs, schedule):
+        assert torch.isfinite(got).all() and torch.allclose(got, want, atol=1e-10), (
+            f"row {b}: view must read a position past a row's blocks (table entry -1) through a valid slot, never "
+            "a negative one: a negative slot wraps to the pool's last block, which held NaN here")
+    assert max(max(t) for t in cache.tables) < 16

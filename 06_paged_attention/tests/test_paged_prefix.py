@@ -54,10 +54,31 @@ def test_register_keeps_the_first_of_two_equal_blocks():
     a = p.BlockAllocator(3, 2)
     b1, b2 = a.allocate(2)
     h = p.hash_block(None, [1, 1])
-    assert a.register(b1, h, [1, 1]) and not a.register(b2, h, [1, 1])
-    assert a.lookup(h, [1, 1]) == b1
+    assert a.register(b1, h, [1, 1]), "register enters a full block under a key nobody holds: True"
+    assert not a.register(b2, h, [1, 1]), (
+        "a second block under a key already registered is not entered (False): the FIRST block for a key stays")
+    assert a.lookup(h, [1, 1]) == b1, "the first block registered under a key is the one a lookup finds"
     a.free([b1, b2])
     a.check()
+
+
+def test_commit_enters_the_full_blocks_under_chained_keys():
+    c = p.PagedKVCache(1, 2, 1, 32, 2, num_blocks=10, block_size=4)
+    tokens = list(range(20, 34))
+    c.reserve(torch.tensor([0]), torch.tensor([14]))
+    c.lengths[0] = 10                       # blocks 0 and 1 full, block 2 holds 2 of its 4
+    c.commit(0, tokens)
+    assert c.row_hashes[0] == c.prefix_hashes(tokens, 2) and len(c.allocator.cached) == 2, (
+        f"with 10 tokens in blocks of 4, commit enters blocks 0 and 1 only, under the chained keys prefix_hashes "
+        f"gives (block 1's key hashes block 0's key with its tokens): {len(c.row_hashes[0])} keys in row_hashes, "
+        f"{len(c.allocator.cached)} blocks cached")
+    assert not c.allocator.is_cached(c.tables[0][2]), "a partly filled block is never entered into the cache"
+    c.lengths[0] = 14                       # block 2 is full now
+    c.commit(0, tokens)
+    assert c.row_hashes[0] == c.prefix_hashes(tokens, 3), (
+        "a later commit continues the chain from the last committed key: block 2's key hashes block 1's with block "
+        "2's tokens")
+    assert c.allocator.lookup(c.row_hashes[0][2], tokens[8:12]) == c.tables[0][2]
 
 
 def test_match_prefix_never_covers_the_last_token():
