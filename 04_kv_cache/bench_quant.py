@@ -219,7 +219,24 @@ print(json.dumps({"seconds": seconds, "peak": status("VmHWM:") - base, "rss": st
 """
 
 
+def _child_here(kind: str, path: str) -> dict:
+    """Smoke mode (COURSE_BENCH_SMOKE=1): `_LOAD_CHILD` run in this process, not a fresh one
+    (a fresh Python with torch costs seconds of CPU each): the same code, figures meaningless."""
+    import contextlib
+    import io
+
+    saved, out = sys.argv, io.StringIO()
+    try:
+        sys.argv = ["-c", kind, path]
+        with contextlib.redirect_stdout(out):
+            exec(compile(_LOAD_CHILD, "<_LOAD_CHILD>", "exec"), {"__name__": "__main__"})
+    finally:
+        sys.argv = saved
+    return json.loads(out.getvalue().strip().splitlines()[-1])
+
+
 def load_table(args) -> dict:
+
     """Peak memory above the process's resident size before the load, and time, of loading a
     state dict (then reading every tensor once), each measurement in a fresh process (VmHWM
     from /proc, reset before the load), the file already in the page cache."""
@@ -254,6 +271,9 @@ def load_table(args) -> dict:
             res: dict[str, list[dict]] = {k: [] for k in kinds}
             for r in range(1 if SMOKE else 0, 1 + args.repeat):  # round 0 warms the page cache, untimed (not in smoke)
                 for kind, f in kinds.items():
+                    if SMOKE and kind != "torch.load":  # smoke: one fresh process, the others' code run here
+                        res[kind].append(_child_here(kind, str(files[f])))
+                        continue
                     proc = subprocess.run([sys.executable, "-c", _LOAD_CHILD, kind, str(files[f])],
                                           capture_output=True, text=True, cwd=Path(__file__).resolve().parents[1],
                                           env={**__import__("os").environ, "OMP_NUM_THREADS": "1"}, timeout=600)

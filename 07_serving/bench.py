@@ -59,7 +59,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # run from anywhere in the repo
 
 import course  # noqa: E402
-from course.bench_impl import add_impl_argument, load_impl, run_bench  # noqa: E402
+from course.bench_impl import SMOKE, add_impl_argument, load_impl, run_bench  # noqa: E402
 from course.benchmark import Report, bench_args  # noqa: E402
 from solutions.batching import ContinuousBatching, percentile, replay, request_metrics  # noqa: E402
 from solutions.device import add_device_arguments, device_or_exit, dtype_name  # noqa: E402
@@ -97,7 +97,9 @@ class ServerProcess:
         self.url = f"http://127.0.0.1:{self.port}"
         impl = course.current_impl()
         cmd = [sys.executable, "-m", "course", "--impl", impl, "serve", "--port", str(self.port), "--threads", "1",
-               "--max-batch-size", str(BATCH), "--grace", "5", *args]
+               "--max-batch-size", str(BATCH), "--grace", "5", *args,
+               *(("--in-process",) if SMOKE else ())]  # smoke: one process a server, not two
+
         self.proc = subprocess.Popen(cmd, cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT), COURSE_IMPL=impl),
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         # given code of the package served (serve.py), the learner's or the reference's
@@ -207,8 +209,12 @@ def main() -> None:
     if args.threads != 1:
         print("note: the server and the offline engine both run on 1 torch thread; --threads is ignored")
     torch.set_num_threads(1)
-    n = 60 if args.quick else args.requests
+    n = 4 if SMOKE else 60 if args.quick else args.requests
     factors = [float(f) for f in args.factors.split(",")]
+    # smoke (COURSE_BENCH_SMOKE=1): a few requests of a few tokens, at the lowest and highest rate (the aims' rows)
+    tiny = dict(long_prompt=(16, 24), short_output=(2, 4), long_output=(4, 8)) if SMOKE else {}
+    if SMOKE:
+        factors = sorted({min(factors), max(factors)})
     model, _ = load_default(device=device, dtype=dtype)
     src = source_tokens()
 
@@ -224,7 +230,7 @@ def main() -> None:
         # server without admission control); the load runs are scaled to the HTTP one
         off_sat, http_sat = [], []
         for i in range(max(1, args.repeat // 3)):
-            burst = make_trace(n, profile="mix", rate=None, seed=100 + i, source=src)
+            burst = make_trace(n, profile="mix", rate=None, seed=100 + i, source=src, **tiny)
             off = offline(model, burst, args.num_blocks)
             off_sat.append(off["done"] / off["seconds"])
             res, t0 = asyncio.run(load(servers["no admission"].url, burst, time_limit=600))
@@ -237,7 +243,8 @@ def main() -> None:
         rep = Report("07_serving", args, title=f"serving under Poisson load; HTTP saturation {sat:.1f} req/s; "
                                               f"batch {BATCH}, {args.num_blocks} KV blocks")
         # idle TTFT: one request at a time (short prompts, short answers)
-        idle_trace = make_trace(24 if not args.quick else 8, profile="uniform", rate=None, seed=7, source=src,
+        idle_trace = make_trace(3 if SMOKE else 24 if not args.quick else 8, profile="uniform", rate=None, seed=7,
+                                source=src,
                                 short_prompt=(8, 32), short_output=(8, 16), long_output=(8, 16))
         idle = []
         for r in idle_trace:
@@ -254,7 +261,8 @@ def main() -> None:
         results.update(idle_ttft_ms=idle_ttft * 1e3, target_ms=target * 1e3)
         for f in factors:
             rate = f * sat
-            trace = make_trace(n, profile="mix", rate=rate, seed=int(f * 1000), source=src)
+            trace = make_trace(n, profile="mix", rate=rate, seed=int(f * 1000), source=src, **tiny)
+
             off = offline(model, trace, args.num_blocks)
             rep.add(f"{f:g}x offline engine", rate_rps=rate, **{k: off[k] for k in
                     ("tok_s", "ttft_p50_ms", "ttft_p99_ms", "tpot_p50_ms", "tpot_p99_ms")})

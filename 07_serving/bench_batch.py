@@ -51,7 +51,7 @@ import torch.nn.functional as F
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # run from anywhere in the repo
 
-from course.bench_impl import add_impl_argument, load_impl, run_bench  # noqa: E402
+from course.bench_impl import SMOKE, add_impl_argument, load_impl, run_bench  # noqa: E402
 from course.benchmark import Report, bench_args, measure  # noqa: E402
 from solutions.batching import Request, SamplingParams, model_runner  # noqa: E402
 from solutions.gpt import load_default, random_gpt  # noqa: E402
@@ -65,6 +65,10 @@ srv = None  # the server package measured: `load_impl` in main(), after the argu
 
 def bursts() -> dict[str, list[tuple[list[int], int]]]:
     rng = random.Random(0)
+    if SMOKE:  # COURSE_BENCH_SMOKE=1: the same two kinds of burst, a few requests of a few tokens
+        return {"8 x 8/8": [([rng.randrange(32, 127) for _ in range(8)], 8) for _ in range(8)],
+                "8 mix": [(list(r.prompt), r.max_new_tokens) for r in make_trace(
+                    8, profile="mix", long_prompt=(16, 24), short_output=(2, 4), long_output=(4, 8))]}
     return {"64 x 64/64": [([rng.randrange(32, 127) for _ in range(64)], 64) for _ in range(64)],
             "100 mix": [(list(r.prompt), r.max_new_tokens) for r in make_trace(100, profile="mix")]}
 
@@ -84,7 +88,8 @@ def run_burst(model, load, rows: int, budget: int) -> float:
 def sweep(model, configs, repeat: int) -> dict:
     """{(load, rows, budget): median tok/s}, every config once per repeat, interleaved."""
     loads = bursts()
-    run_burst(model, loads["64 x 64/64"], 16, 256)  # warm-up
+    run_burst(model, next(iter(loads.values())), 16, 256)  # warm-up
+
     got: dict = {}
     for _ in range(repeat):
         for name, load in loads.items():
@@ -155,7 +160,7 @@ def linear_us(M: int, column_major: bool, repeat: int) -> float:
     x, w, b = torch.randn(M, 192), torch.randn(768, 192), torch.randn(768)
     if column_major:
         w = w.t().contiguous().t()
-    n = max(1, 20_000 // M)  # calls per timed sample: each sample is about a millisecond or more
+    n = max(1, (200 if SMOKE else 20_000) // M)  # calls per timed sample: each sample is about a millisecond or more
     with torch.inference_mode():
         def run():
             for _ in range(n):
@@ -179,7 +184,7 @@ def main() -> None:
     torch.set_num_threads(1)
     rep = Report("07_serving", args, title="rows and tokens a step (offline engine, 1 thread), threads by width")
     model, _ = load_default()
-    configs = ([(16, 256), (64, 1024), (128, 2048)] if args.quick else
+    configs = ([(16, 256), (64, 1024)] if SMOKE else [(16, 256), (64, 1024), (128, 2048)] if args.quick else
                [(16, 256), (32, 256), (64, 256), (64, 1024), (128, 256), (128, 1024), (128, 2048), (128, 4096),
                 (256, 2048)])
     repeat = 1 if args.quick else max(3, args.repeat // 2)
@@ -217,15 +222,16 @@ def main() -> None:
         rep.add(f"staging {name}: rows 128, budget 2048", tok_s=round(statistics.median(on)),
                 unstaged_tok_s=round(statistics.median(off)),
                 staged_vs_unstaged=round(statistics.median(on) / statistics.median(off), 2))
-    parts = attention_parts(model, max(20, args.repeat))
+    parts = attention_parts(model, 2 if SMOKE else max(20, args.repeat))
+    rounds, repeat_at_least = (1, 1) if SMOKE else (3, 5)  # smoke: COURSE_BENCH_SMOKE=1
     rep.add("staging: one layer's decode attention, 64 rows x 128 tokens",
             **{f"{k}_ms": round(v, 3) for k, v in parts.items()})
 
     for M in (1, 16, 64, 2048):
         row, col = [], []
-        for _ in range(3):
-            row.append(linear_us(M, False, max(5, args.repeat)))
-            col.append(linear_us(M, True, max(5, args.repeat)))
+        for _ in range(rounds):
+            row.append(linear_us(M, False, max(repeat_at_least, args.repeat)))
+            col.append(linear_us(M, True, max(repeat_at_least, args.repeat)))
         r, c = statistics.median(row), statistics.median(col)
         rep.add(f"gemm layout: F.linear 192 -> 768, {M} rows", row_major_us=round(r, 1), column_major_us=round(c, 1),
                 speedup=round(r / c, 2))
@@ -239,14 +245,15 @@ def main() -> None:
                 row_major_tok_s=round(statistics.median(row)),
                 speedup=round(statistics.median(col) / statistics.median(row), 2))
 
-    costs = {T: forward_ms(model, T, max(5, args.repeat)) for T in (1, 64, 128)}
+    costs = {T: forward_ms(model, T, max(repeat_at_least, args.repeat)) for T in (1, 64, 128)}
     per_position = (costs[128] - costs[1]) / 127
     rep.add("forward of one row, T = 1 / 64 / 128 positions", ms=" / ".join(f"{costs[T]:.2f}" for T in costs),
             fixed_ms=round(costs[1], 2), us_per_position=round(per_position * 1e3, 1))
 
     for width in ([128] if args.quick else [128, 256, 512]):
         one, two = [], []
-        for _ in range(3):
+        for _ in range(rounds):
+
             one.append(decode_step_time(width, 1, args.repeat))
             two.append(decode_step_time(width, 2, args.repeat))
         t1, t2 = statistics.median(one), statistics.median(two)

@@ -40,7 +40,7 @@ from torch.profiler import ProfilerActivity, profile, schedule
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from anywhere in the repo
 
-from course.bench_impl import add_impl_argument, load_impl, run_bench  # noqa: E402
+from course.bench_impl import SMOKE, add_impl_argument, load_impl, run_bench  # noqa: E402
 from course.benchmark import Report, bench_args  # noqa: E402
 from solutions.device import add_device_arguments, device_or_exit, dtype_name  # noqa: E402
 
@@ -114,11 +114,11 @@ def main() -> None:
     rep = Report("08_profiling", args, title="profiler overhead and the throughput knee")
     model, what = prof.default_model(device, dtype)
     what += f" ({device}, {dtype_name(dtype)})"
-    n = 300 if args.quick else 1000
+    n = 20 if SMOKE else 300 if args.quick else 1000  # smoke: COURSE_BENCH_SMOKE=1
     prof._warm_profiler()
     for mode in ("plain", "scheduled", "always-on"):  # warm-up
         run_steps(model, 10, mode)
-    plain5, fixed = window_cost(model, 6 if args.quick else 30)
+    plain5, fixed = window_cost(model, 2 if SMOKE else 6 if args.quick else 30)
     step = plain5 / 5
     rep.add("profiled window (5 steps) - the same 5 steps plain, CPU, median of pairs", ms=1e3 * fixed,
             ms_per_step=1e3 * step)
@@ -129,17 +129,19 @@ def main() -> None:
     for r in range(args.repeat):
         for m in (("plain", "scheduled") if r % 2 == 0 else ("scheduled", "plain")):  # no order bias
             times[m].append(run_steps(model, n, m))
-    always = [run_steps(model, 50, "always-on") for _ in range(3)]
-    plain_short = [run_steps(model, 50, "plain") for _ in range(3)]
+    short, runs = (10, 1) if SMOKE else (50, 3)
+    always = [run_steps(model, short, "always-on") for _ in range(runs)]
+    plain_short = [run_steps(model, short, "plain") for _ in range(runs)]
     base = {k: statistics.median(t[k] for t in times["plain"]) for k in (0, 1)}
     for m, ts in times.items():
         wall, cpu = (statistics.median(t[k] for t in ts) for k in (0, 1))
         rep.add(f"{n} decode steps, batch 8: {m}, directly", wall_s=wall, cpu_s=cpu, ms_per_step=1e3 * cpu / n,
                 cpu_overhead_pct=100 * (cpu / base[1] - 1), wall_overhead_pct=100 * (wall / base[0] - 1))
     a_cpu, p_cpu = (statistics.median(t[1] for t in ts) for ts in (always, plain_short))
-    rep.add("50 decode steps, batch 8: always-on vs plain", cpu_s=a_cpu, ms_per_step=1e3 * a_cpu / 50,
+    rep.add(f"{short} decode steps, batch 8: always-on vs plain", cpu_s=a_cpu, ms_per_step=1e3 * a_cpu / short,
             cpu_overhead_pct=100 * (a_cpu / p_cpu - 1))
-    batches = [1, 4, 16, 64] if args.quick else [1, 2, 4, 8, 16, 32, 64, 128, 256]
+    batches = [1, 4, 16] if SMOKE else [1, 4, 16, 64] if args.quick else [1, 2, 4, 8, 16, 32, 64, 128, 256]
+
     clock = time.process_time if prof.cpu_clock_ok(device) else time.perf_counter
     points = prof.batch_sweep(model, batches, context=64, repeat=args.repeat, warmup=args.warmup, clock=clock)
     knee = prof.find_knee([p.batch for p in points], [p.tokens_per_s for p in points], min_gain=0.1)
