@@ -186,15 +186,16 @@ COMMANDS_THROUGH = ("05", "08")
 _PLACEHOLDER = re.compile(r"(?<![\w-])(?:N|M|S|B|T|FILE|DIR|PATH|MODEL|BASELINE|KEY|ARGS|N\.M|\d\.[xNM])(?![\w-])")
 _LONG = ("serve", "eval")  # `course` commands that run for minutes: checked with --help
 # The benches and `course profile|bench` run for real in smoke mode (COURSE_BENCH_SMOKE=1, see
-# course/bench_impl.py) with COURSE_RELEASE_BENCH_SMOKE=1; else with --help, as the other long
-# commands. Off by default: their smoke runs still take far more than the suite's share
-# (measured in releases at load average 6-7.5 on 2 cores, 2026-12-03, two runs at once:
-# 01 29 s, 02 146 s (--plot) and 79 s (--part tokenizer), 03 50 s, 04 bench_load 215 s,
-# 06 262 s (all parts), 77 s (--parts decode), 12 s (--parts gpu on a CPU); 04_kv_cache/bench.py
-# 269 s, --quant over 300 s, --load 137 s, so it stays at --help even then).
-BENCH_SMOKE = os.environ.get("COURSE_RELEASE_BENCH_SMOKE") == "1"
+# course/bench_impl.py: every row once at tiny sizes), by default; COURSE_RELEASE_BENCH_SMOKE=0
+# runs them with --help instead, as the other long commands, and =all adds _SMOKE_TOO_SLOW's.
+# Each smoke runs once a test session (`_smoke_plan`); their figures are in the test's docstring.
+BENCH_SMOKE = os.environ.get("COURSE_RELEASE_BENCH_SMOKE", "1") != "0"
 _SMOKED = ("profile", "bench") if BENCH_SMOKE else ()  # `course` commands run in smoke mode
-_SMOKE_TOO_SLOW = ("04_kv_cache/bench.py",)
+# bench_load.py loads SmolLM2-135M (its rows' subject) from its GGUF, writes it as 538 MB of
+# safetensors and of pickle, and with --transformers (the README's command) loads it with
+# transformers' pure-Python GGUF reader: its smoke took 94.7 s of CPU (243 s wall at load 6.4,
+# with a warm-up round since dropped), so it runs only with COURSE_RELEASE_BENCH_SMOKE=all
+_SMOKE_TOO_SLOW = () if os.environ.get("COURSE_RELEASE_BENCH_SMOKE") == "all" else ("04_kv_cache/bench_load.py",)
 _LONG = _LONG + tuple(c for c in ("profile", "bench") if c not in _SMOKED)
 _BENCH = re.compile(r"\d\d_\w+/bench\w*\.py")
 
@@ -249,19 +250,59 @@ def _stage_of(argv: list[str]) -> manifest.Stage | None:
     return None
 
 
-def _smoke_key(argv: list[str]) -> tuple[str, ...]:
-    """What tells one smoke run from another: the bench and its options but those that pick
-    no other code path (threads, repeats, --quick, the JSON file, the implementation: with
-    the references copied in, student and solution run the same code)."""
-    key, skip = [], False
-    for a in argv[1:]:
-        if skip:
-            skip = False
-        elif a in ("--threads", "--repeat", "--json", "--impl", "--out"):
-            skip = True
-        elif a != "--quick" and not a.startswith(("--threads=", "--repeat=", "--json=", "--impl=", "--out=")):
-            key.append(a)
-    return tuple(key)
+_NO_PATH = ("--threads", "--repeat", "--json", "--impl", "--out", "--requests", "--quick")  # pick no other code path
+_SELECTOR = ("--part", "--parts", "--stages")  # a subset of the bench's parts; none: all of them
+
+
+def _smoke_key(argv: list[str]) -> tuple[str, tuple[str, ...]]:
+    """What tells one smoke run from another: (the bench, or `course CMD`; its options, sorted,
+    as `--opt` or `--opt=value`) but those that pick no other code path (threads, repeats,
+    sizes, --quick, output files, the implementation: with the references copied in, student
+    and solution run the same code); `--plot`'s file dropped (its figure is the code path)."""
+    target = " ".join(argv[1:4] if argv[1] == "-m" else argv[1:2])
+    rest, opts = argv[4 if argv[1] == "-m" else 2:], []
+    i = 0
+    while i < len(rest):
+        name, _, value = rest[i].partition("=")
+        if not value and i + 1 < len(rest) and not rest[i + 1].startswith("--"):
+            value, i = rest[i + 1], i + 1
+        i += 1
+        if name not in _NO_PATH:
+            opts.append(name if name == "--plot" or not value else f"{name}={value}")
+    return target, tuple(sorted(opts))
+
+
+def _smoke_covers(big: tuple, small: tuple) -> bool:
+    """Whether smoke run `big` runs every code path of `small`: the same bench, each option of
+    `small` in `big`, and the parts `small` selects (`--part(s)`, `--stages`) among `big`'s."""
+    if big[0] != small[0]:
+        return False
+
+    def split(opts):
+        sel = [o.partition("=")[2] for o in opts if o.partition("=")[0] in _SELECTOR]
+        parts = None if not sel or sel[0] == "all" else set(sel[0].split(","))
+        return parts, {o for o in opts if o.partition("=")[0] not in _SELECTOR}
+
+    (big_parts, big_rest), (small_parts, small_rest) = split(big[1]), split(small[1])
+    parts_ok = big_parts is None or (small_parts is not None and small_parts <= big_parts)
+    return parts_ok and small_rest <= big_rest
+
+
+_SMOKE_RUN: list[tuple] = []  # the smoke keys run in this test session (both releases: each once)
+
+
+def _smoke_plan(keys: list[tuple | None]) -> list[bool]:
+    """Which of a release's smoke runs (their `_smoke_key`s; None: not a smoke run) to run:
+    not one whose code paths a run of this session (`_SMOKE_RUN`) or another of these runs
+    covers (`_smoke_covers`: `02_data_dedup/bench.py --part tokenizer` is in the plain run's,
+    a bench without --plot in the same with it; of two equal runs the first)."""
+    todo = []
+    for i, k in enumerate(keys):
+        todo.append(k is not None and not any(_smoke_covers(done, k) for done in _SMOKE_RUN) and not any(
+            j != i and o is not None and _smoke_covers(o, k) and (j < i or not _smoke_covers(k, o))
+            for j, o in enumerate(keys)))
+    return todo
+
 
 
 def _plan(cmd: str, out: Path, last: manifest.Stage, owner: manifest.Stage) -> tuple[list[str] | None, dict, Path, str]:
@@ -289,7 +330,10 @@ def _plan(cmd: str, out: Path, last: manifest.Stage, owner: manifest.Stage) -> t
     helped = argv + ([] if "--help" in argv else ["--help"])
     if any("/path/" in a for a in argv):  # a placeholder for the learner's own vLLM environment
         script = next((a for a in argv if a.endswith(".py")), None)
-        return None, env, cwd, "" if script is None or (cwd / script).is_file() else f"no {script}"
+        if script is None or not (cwd / script).is_file() or not (BENCH_SMOKE and _BENCH.fullmatch(script)):
+            return None, env, cwd, "" if script is None or (cwd / script).is_file() else f"no {script}"
+        # a bench's smoke run without it (bench_vllm.py: "skipped: ... needs vLLM", exit 0)
+        argv = [a for i, a in enumerate(argv) if "/path/" not in a and "/path/" not in (argv[i + 1:] or [""])[0]]
     if prog == "course":
         try:
             build_parser().parse_args(argv[1:])
@@ -354,18 +398,25 @@ def test_every_command_of_the_released_stage_readmes_and_lessons_works_there(rel
     gives, in releases --through 05 and 08, on the untouched stubs. Within the suite's time:
     the last stage's commands run (`course check`, `course demo`, `course status`, `course
     hint` as they are, unless the root README's test runs them in this release already;
-    `pytest` as a collection, `--co`, since `course check` runs the same tests; a bench,
-    `python -m M`, `course serve|profile|eval` with `--help` appended, once a script: its
-    import and its parser); the earlier stages' commands
-    are resolved without running them (the script, module, stage folder or test path is
-    there; `course` parses the arguments; `--impl solution` only where the reference ships),
-    their runs being their own release's. With COURSE_RELEASE_BENCH_SMOKE=1 every bench
-    command of every released stage (but _SMOKE_TOO_SLOW's) and `course profile|bench` run
-    for real in smoke mode
-    (COURSE_BENCH_SMOKE=1: every row once, figures meaningless), after the others, on the
-    learner's packages with each released stage's reference copied in (as a learner who has
-    done the exercises): those must end 0 and print their smoke line. Each run ends 0 or 1,
-    never a traceback, a refusal or a missing module."""
+    `pytest` as a collection, `--co`, since `course check` runs the same tests; `python -m M`,
+    `course serve|eval` with `--help` appended, once a script: its import and its parser);
+    the earlier stages' commands are resolved without running them (the script, module, stage
+    folder or test path is there; `course` parses the arguments; `--impl solution` only where
+    the reference ships), their runs being their own release's. Every bench command (bench_vllm.py's
+    without its placeholder `--vllm-python`) and `course profile|bench` run for real in smoke
+    mode (COURSE_BENCH_SMOKE=1: every row once at tiny sizes, figures meaningless), after the
+    others, on the learner's packages with each released stage's reference copied in (as a
+    learner who has done the exercises): those must end 0 and print their smoke line. Each
+    smoke runs once a session (`_smoke_plan`): the last stage's in its own release (05's in
+    --through 05, where its reference is withheld), every other stage's in --through 08, and
+    not one whose code paths another covers (`_smoke_covers`). Measured (nice -n 10
+    .venv/bin/python -m pytest tests/test_release_stages.py -k every_command -p no:xdist -q
+    --durations=5, 2026-12-07, two cores): 224 s wall, 161 s of CPU (user + sys, /usr/bin/time)
+    at load 2.7-3.0, against 55 s and 49 s with COURSE_RELEASE_BENCH_SMOKE=0 (--help instead) at
+    load 2.5-3.0: the 14 smoke runs add about 112 s of CPU (their figures: course/bench_impl.py).
+    COURSE_RELEASE_BENCH_SMOKE=all adds _SMOKE_TOO_SLOW's. Each run ends 0 or 1, never a
+    traceback, a refusal or a missing module."""
+
     out, last = released_commands
     cmds = []
     for st in manifest.STAGES[:manifest.STAGES.index(last) + 1]:
@@ -379,22 +430,30 @@ def test_every_command_of_the_released_stage_readmes_and_lessons_works_there(rel
     path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
     planned = [(st, cmd, *_plan(cmd, out, last, st)) for st, cmd in cmds]
     planned.sort(key=lambda p: "COURSE_BENCH_SMOKE" in p[3])  # the smoke runs last (stable)
+    # a smoke run once a session: the last stage's in its own release, the rest in the whole course's
+    whole = last is manifest.stage(COMMANDS_THROUGH[-1])
+    keys = [_smoke_key(argv) if argv is not None and "COURSE_BENCH_SMOKE" in env
+            and (whole or (_stage_of(argv[1:]) or st) is last) else None for st, _, argv, env, _, _ in planned]
+    todo = _smoke_plan(keys)
     copied = False
-    for st, cmd, argv, env, cwd, why in planned:
+    for i, (st, cmd, argv, env, cwd, why) in enumerate(planned):
         if why:
             wrong.append(f"{st.folder}: `{cmd}`: {why}")
-        if argv is None:
+        if argv is None or ("COURSE_BENCH_SMOKE" in env and not todo[i]):
             continue
+
         # one run a script or `course` command shown with --help (its import and parser), one a test folder
         key = tuple(argv[1:4 if argv[1] == "-m" else 2]) if argv[-1] == "--help" else tuple(argv[1:])
         if argv[1:3] == ["-m", "course"] and argv[3] not in _LONG:
             key = tuple(argv[3:])
         if "COURSE_BENCH_SMOKE" in env:
-            key = ("smoke",) + _smoke_key(argv)
+            key = ("smoke", keys[i])
+            _SMOKE_RUN.append(keys[i])
         if key in seen:
             continue
         seen.add(key)
         smoke = "COURSE_BENCH_SMOKE" in env
+
         if smoke and not copied:  # a learner who has done every released stage's exercises
             for done in manifest.STAGES[:manifest.STAGES.index(last) + 1]:
                 for src in layout.solution_dir(done).glob("*.py"):
