@@ -291,14 +291,15 @@ def _smoke_covers(big: tuple, small: tuple) -> bool:
 _SMOKE_RUN: list[tuple] = []  # the smoke keys run in this test session (both releases: each once)
 
 
-def _smoke_plan(keys: list[tuple | None]) -> list[bool]:
+def _smoke_plan(keys: list[tuple | None], done: list[tuple] | None = None) -> list[bool]:
     """Which of a release's smoke runs (their `_smoke_key`s; None: not a smoke run) to run:
     not one whose code paths a run of this session (`_SMOKE_RUN`) or another of these runs
     covers (`_smoke_covers`: `02_data_dedup/bench.py --part tokenizer` is in the plain run's,
     a bench without --plot in the same with it; of two equal runs the first)."""
+    done = _SMOKE_RUN if done is None else done
     todo = []
     for i, k in enumerate(keys):
-        todo.append(k is not None and not any(_smoke_covers(done, k) for done in _SMOKE_RUN) and not any(
+        todo.append(k is not None and not any(_smoke_covers(d, k) for d in done) and not any(
             j != i and o is not None and _smoke_covers(o, k) and (j < i or not _smoke_covers(k, o))
             for j, o in enumerate(keys)))
     return todo
@@ -388,8 +389,30 @@ def _plan(cmd: str, out: Path, last: manifest.Stage, owner: manifest.Stage) -> t
     return None, env, cwd, f"unknown program {prog}"
 
 
+def test_the_smoke_plan_runs_each_code_path_once():
+    def key(*argv: str) -> tuple:
+        return _smoke_key(["python", *argv])
+
+    dedup = [key("02_data_dedup/bench.py"), key("02_data_dedup/bench.py", "--plot", "a.png", "--json", "a.json"),
+             key("02_data_dedup/bench.py", "--part", "tokenizer", "--quick", "--impl", "solution"), None]
+    assert _smoke_plan(dedup, done=[]) == [False, True, False, False], dedup
+    paged = [key("06_paged_attention/bench.py", "--parts", "decode"),
+             key("06_paged_attention/bench.py", "--threads", "1", "--parts", "memory,decode,prefix"),
+             key("06_paged_attention/bench.py", "--parts=gpu", "--repeat", "3")]
+    assert _smoke_plan(paged, done=[]) == [False, True, True], paged
+    assert _smoke_plan(paged + [key("06_paged_attention/bench.py")], done=[]) == [False, False, False, True]
+    kv = [key("04_kv_cache/bench.py", "--quant", "--threads", "1"), key("04_kv_cache/bench.py", "--plot", "p.png"),
+          key("04_kv_cache/bench.py", "--quant", "--json", "q.json")]
+    assert _smoke_plan(kv, done=[]) == [True, True, False], kv
+    assert _smoke_plan(kv, done=[kv[0]]) == [False, True, False]  # run in this session's other release
+    prof = [_smoke_key(["python", "-m", "course", "profile", "--stages", "sweep", "--threads", "1", "--quick"]),
+            _smoke_key(["python", "-m", "course", "profile", "--quick", "--out", "x"])]
+    assert prof[1] == ("-m course profile", ()) and _smoke_plan(prof, done=[]) == [False, True], prof
+
+
 @pytest.fixture(scope="module", params=COMMANDS_THROUGH)
 def released_commands(request, tmp_path_factory):
+
     return _release(tmp_path_factory, request.param), manifest.stage(request.param)
 
 
