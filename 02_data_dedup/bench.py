@@ -232,7 +232,6 @@ def bench_tokenizer(args, rep: Report, ratios: dict) -> None:
     if SMOKE:  # smoke (COURSE_BENCH_SMOKE=1): a few small documents
         packages = ["json"]
     docs = [r["text"] for r in dd.iter_corpus(packages=packages)]
-
     n_bytes = sum(len(d.encode("utf-8")) for d in docs)
     tok = dd.ByteLevelBPE(meta["tokens"], meta["merges"], special, pretokenizer="smollm")
     ours_ids = [tok.encode(d) for d in docs]
