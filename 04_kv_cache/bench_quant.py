@@ -16,8 +16,8 @@ safetensors, each in a fresh process, for the default model and a synthetic 100 
 
 from __future__ import annotations
 
-import dataclasses
 import json
+
 import statistics
 import sys
 from pathlib import Path
@@ -75,7 +75,24 @@ def quant_variants(model: GPT, group_size: int = 32) -> dict[str, GPT]:
             f"int4 AWQ g{group_size}": awq}
 
 
+def smoke_eval_sets():
+    """Smoke mode (COURSE_BENCH_SMOKE=1): stage 03's evaluation sets, tiny: the first val
+    document of each source and two line-completion examples of the first code one (not
+    `load_eval_sets`, whose selection scans the whole train split)."""
+    from solutions.train.cli import corpus_splits
+    from solutions.train.eval_sets import EvalSets, read_split
+    from solutions.train.line_completion import candidate_lines
+
+    first: dict = {}
+    for d in read_split(corpus_splits(None)[1], "val"):
+        first.setdefault(d.source, d)
+    code = first["code"]
+    return EvalSets(tuple(first.values()), tuple(candidate_lines(code.split, code.doc_id, code.text)[:2]),
+                    {"smoke": "first val document of each source, two completions"})
+
+
 def agreement_prompts() -> list[list[int]]:
+
     """Four fixed prompts of 64 bytes: the start of four standard-library modules' source."""
     import os, textwrap  # noqa: E401
 
@@ -108,12 +125,7 @@ def quant_table(args) -> dict:
     model, _ = load_default()
     print(f"implementation: {course.current_impl()}; threads {torch.get_num_threads()}; "
           f"int8 kernel (torch._weight_int8pack_mm): {kc.int8_kernel_available()}", flush=True)
-    sets = load_eval_sets(n_examples=2 if SMOKE else 30 if args.quick else 150)
-    if SMOKE:  # COURSE_BENCH_SMOKE=1: the first held-out document of each source, two completions
-        first: dict = {}
-        for d in sets.documents:
-            first.setdefault(d.source, d)
-        sets = dataclasses.replace(sets, documents=tuple(first.values()), completions=sets.completions[:2])
+    sets = smoke_eval_sets() if SMOKE else load_eval_sets(n_examples=30 if args.quick else 150)
     variants = quant_variants(model)
     prompts = agreement_prompts()
     n_agree = 4 if SMOKE else 16 if args.quick else 64

@@ -17,13 +17,15 @@ figures meaningless", and so shows that every row's code path runs (a crash afte
 arguments shows as one). `chosen_impl` (which `load_impl` calls, right after the arguments)
 applies it. tests/test_release_stages.py runs the released READMEs' bench commands so by
 default. Measured in releases with the references copied in (user + sys CPU of the bench
-and its children, as `/usr/bin/time -f "%e %U %S"` gives; 2026-12-07, load 1.7-2.0 on two
-cores; `python -c "import torch"` alone 2.4 s): 01 4.0 s, 02 --plot 9.7, 03 7.1, 04 9.9,
---quant 12.6, --load 8.9, 05 4.8, 06 (all parts) 6.2, 07 bench.py 19.8 (two servers),
-bench_batch.py 9.1, bench_host.py 6.7, bench_vllm.py 2.6 (no vLLM: one "skipped" line), 08 5.4,
-`course profile --quick` 8.5; 04_kv_cache/bench_load.py still far longer (it loads
-SmolLM2-135M, its rows' subject; --transformers: 94.7 s at load 6.4, with a warm-up round
-since dropped), so the test leaves it out unless COURSE_RELEASE_BENCH_SMOKE=all.
+and its children, as `/usr/bin/time -f "%e %U %S"` gives; 2026-12-07, load 0.9-1.2 on two
+cores; `python -c "import torch"` alone 2.4 s): 01 5.1 s, 02 --plot 10.7, 03 7.5, 04 9.2,
+--quant 10.8, --load 8.5, 05 5.8, 06 (all parts) 5.3, 07 bench.py 19.0 (two server starts),
+bench_batch.py 7.0, bench_host.py 6.4, bench_vllm.py 3.3 (no vLLM: one "skipped" line), 08 5.6,
+`course profile --quick` 10.9; 04_kv_cache/bench_load.py is still long (it loads
+SmolLM2-135M, its rows' subject, and writes it as 538 MB twice: 51.5 s with --transformers,
+the README's command, at load 0.9), so the test leaves it out unless
+COURSE_RELEASE_BENCH_SMOKE=all.
+
 
 
     from course.bench_impl import add_impl_argument, load_impl, run_bench

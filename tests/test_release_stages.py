@@ -193,8 +193,8 @@ BENCH_SMOKE = os.environ.get("COURSE_RELEASE_BENCH_SMOKE", "1") != "0"
 _SMOKED = ("profile", "bench") if BENCH_SMOKE else ()  # `course` commands run in smoke mode
 # bench_load.py loads SmolLM2-135M (its rows' subject) from its GGUF, writes it as 538 MB of
 # safetensors and of pickle, and with --transformers (the README's command) loads it with
-# transformers' pure-Python GGUF reader: its smoke took 94.7 s of CPU (243 s wall at load 6.4,
-# with a warm-up round since dropped), so it runs only with COURSE_RELEASE_BENCH_SMOKE=all
+# transformers' pure-Python GGUF reader: its smoke took 51.5 s of CPU at load 0.9, so it runs
+# only with COURSE_RELEASE_BENCH_SMOKE=all
 _SMOKE_TOO_SLOW = () if os.environ.get("COURSE_RELEASE_BENCH_SMOKE") == "all" else ("04_kv_cache/bench_load.py",)
 _LONG = _LONG + tuple(c for c in ("profile", "bench") if c not in _SMOKED)
 _BENCH = re.compile(r"\d\d_\w+/bench\w*\.py")
@@ -434,9 +434,10 @@ def test_every_command_of_the_released_stage_readmes_and_lessons_works_there(rel
     --through 05, where its reference is withheld), every other stage's in --through 08, and
     not one whose code paths another covers (`_smoke_covers`). Measured (nice -n 10
     .venv/bin/python -m pytest tests/test_release_stages.py -k every_command -p no:xdist -q
-    --durations=5, 2026-12-07, two cores): 224 s wall, 161 s of CPU (user + sys, /usr/bin/time)
-    at load 2.7-3.0, against 55 s and 49 s with COURSE_RELEASE_BENCH_SMOKE=0 (--help instead) at
-    load 2.5-3.0: the 14 smoke runs add about 112 s of CPU (their figures: course/bench_impl.py).
+    --durations=5, 2026-12-07, two cores, load 0.9-1.0): 153 s wall, 153 s of CPU (user + sys,
+    /usr/bin/time), against 47 s and 48 s with COURSE_RELEASE_BENCH_SMOKE=0 (--help instead)
+    just after: the 14 smoke runs add about 105 s of CPU (their figures: course/bench_impl.py).
+
     COURSE_RELEASE_BENCH_SMOKE=all adds _SMOKE_TOO_SLOW's. Each run ends 0 or 1, never a
     traceback, a refusal or a missing module."""
 
