@@ -197,27 +197,79 @@ class ChatCompletionRequest(_GenerationBody):
     top_logprobs: Literal[0] | None = _no_op(0)
 
 
-#: The body each kind of request is, and the path it is posted to.
+# ---- vLLM's tokenizer endpoints (POST /tokenize, POST /detokenize: no /v1), its field names and
+# defaults (vllm/entrypoints/serve/tokenize/protocol.py); `model` may be left out: the served model.
+_MODEL = "the name of a model this server has (GET /v1/models); null: the one it serves"
+_TOKEN_STRS = "a boolean (true: also token_strs, each token's string as Hugging Face writes it)"
+_SPECIAL = "a boolean (this server's tokenizer adds no special token such as BOS: it changes nothing)"
+
+
+class TokenizeCompletionRequest(_Body):
+    """POST /tokenize with a prompt: its token ids, as /v1/completions encodes a text prompt."""
+
+    model: str | None = Field(None, description=_MODEL)
+    prompt: str = Field(description="a string")
+    add_special_tokens: bool | None = Field(None, description=_SPECIAL)  # vLLM's default: true
+    return_token_strs: bool | None = Field(None, description=_TOKEN_STRS)
+
+
+class TokenizeChatRequest(_Body):
+    """POST /tokenize with messages: the ids of the prompt /v1/chat/completions renders from them."""
+
+    model: str | None = Field(None, description=_MODEL)
+    messages: list[ChatMessage] = Field(min_length=1, description="a non-empty list of messages")
+    add_generation_prompt: bool | None = Field(None, description="a boolean (default true: end with the "
+                                                                 "assistant cue, as the chat endpoint does)")
+    continue_final_message: bool | None = Field(None, description="a boolean (default false; true: end inside "
+                                                                  "the last message, without the cue)")
+    add_special_tokens: bool | None = Field(None, description=_SPECIAL)  # vLLM's default: false
+    return_token_strs: bool | None = Field(None, description=_TOKEN_STRS)
+
+    @model_validator(mode="after")
+    def _one_ending(self):
+        if self.continue_final_message and self.add_generation_prompt is not False:
+            raise PydanticCustomError("continue_final_message", "continue_final_message and add_generation_prompt "
+                                      "cannot both be true (add_generation_prompt defaults to true)",
+                                      {"param": "continue_final_message"})
+        return self
+
+
+class DetokenizeRequest(_Body):
+    """POST /detokenize: token ids back to text."""
+
+    model: str | None = Field(None, description=_MODEL)
+    tokens: list[Annotated[int, Field(ge=0)]] = Field(description="a list of token ids (integers >= 0)")
+
+
+#: The body each kind of request is, and the path it is posted to (/tokenize: either of two).
 REQUESTS = {"completion": CompletionRequest, "chat": ChatCompletionRequest}
-BODIES = {"/v1/completions": CompletionRequest, "/v1/chat/completions": ChatCompletionRequest}
+BODIES: dict[str, type[BaseModel] | tuple[type[BaseModel], ...]] = {
+    "/v1/completions": CompletionRequest, "/v1/chat/completions": ChatCompletionRequest,
+    "/tokenize": (TokenizeCompletionRequest, TokenizeChatRequest), "/detokenize": DetokenizeRequest}
 
 
-def openapi(app: FastAPI, bodies: dict[str, type[BaseModel]]) -> dict:
+def openapi(app: FastAPI, bodies: dict[str, type[BaseModel] | tuple[type[BaseModel], ...]]) -> dict:
     """`app.openapi` for handlers that read their body themselves (to refuse a 413 or 415
     before parsing it): FastAPI's document, each POST path in `bodies` given its request
-    body's schema (the models' definitions under components/schemas, as FastAPI puts them)."""
+    body's schema (the models' definitions under components/schemas, as FastAPI puts them;
+    a tuple of models: any one of them)."""
     if app.openapi_schema is None:
         doc = get_openapi(title=app.title, version=app.version, routes=app.routes)
-        refs, defs = models_json_schema([(m, "validation") for m in bodies.values()],
+        each = {path: m if isinstance(m, tuple) else (m,) for path, m in bodies.items()}
+        refs, defs = models_json_schema([(m, "validation") for ms in each.values() for m in ms],
                                         ref_template="#/components/schemas/{model}")
         doc.setdefault("components", {}).setdefault("schemas", {}).update(defs["$defs"])
-        for path, model in bodies.items():
+        for path, models in each.items():
+            schemas = [refs[(m, "validation")] for m in models]
+            schema = schemas[0] if len(schemas) == 1 else {"anyOf": schemas}
             doc["paths"][path]["post"]["requestBody"] = {
-                "required": True, "content": {"application/json": {"schema": refs[(model, "validation")]}}}
+                "required": True, "content": {"application/json": {"schema": schema}}}
         app.openapi_schema = doc
     return app.openapi_schema
 
 
-def render_chat(messages: list[dict]) -> str:
-    """The prompt text of validated chat messages (see CHAT_TEMPLATE)."""
-    return "".join(CHAT_TEMPLATE.format(role=m["role"], content=m["content"]) for m in messages) + "<|assistant|>\n"
+def render_chat(messages: list[dict], add_generation_prompt: bool = True) -> str:
+    """The prompt text of validated chat messages (see CHAT_TEMPLATE); without the
+    assistant cue when `add_generation_prompt` is False (POST /tokenize may ask for that)."""
+    text = "".join(CHAT_TEMPLATE.format(role=m["role"], content=m["content"]) for m in messages)
+    return text + "<|assistant|>\n" if add_generation_prompt else text

@@ -64,9 +64,7 @@ def parse_request(body: object, kind: str, limits: Limits, tokenizer: ByteTokeni
         req = REQUESTS[kind].model_validate(body)
     except ValidationError as e:
         raise api_error(e.errors()) from None
-    if req.model not in limits.models:
-        raise APIError(404, f"The model `{req.model}` does not exist; this server has {list(limits.models)}",
-                       param="model", code="model_not_found")
+    check_model(req.model, limits)
     batch = _prompt_ids(req, limits, tokenizer)
     stop = [] if req.stop is None else [req.stop] if isinstance(req.stop, str) else req.stop
     if len(stop) > limits.max_stop:
@@ -86,6 +84,13 @@ def parse_request(body: object, kind: str, limits: Limits, tokenizer: ByteTokeni
                              tuple(tuple(p) for p in batch) if len(batch) > 1 else ())
 
 
+def check_model(model: str, limits: Limits) -> None:
+    """A 404 (param "model", code "model_not_found") unless `model` is one of limits.models."""
+    if model not in limits.models:
+        raise APIError(404, f"The model `{model}` does not exist; this server has {list(limits.models)}",
+                       param="model", code="model_not_found")
+
+
 #: How a 400 words a field that is absent or null but required (OpenAI's wording for `model`).
 _MISSING = {"model": "you must provide a model parameter", "prompt": "you must provide a prompt",
             "messages": "you must provide messages"}
@@ -98,12 +103,13 @@ _RULES = {
 }
 
 
-def api_error(errors: list[dict]) -> APIError:
+def api_error(errors: list[dict], rules: dict[str, str | None] | None = None) -> APIError:
     """The 400 for a body the schema refuses (`ValidationError.errors()`, or FastAPI's
     `RequestValidationError.errors()`, whose locations start with "body"), naming the first
     field at fault as OpenAI does (an unknown field before anything else; "messages[0].role"
     for a nested one): "<param> must be <rule>, got <value>", the rule the field's
-    description; a rule of our own (its context names the param) says its own message."""
+    description (`rules`: each field's, the generation endpoints' by default); a rule of our
+    own (its context names the param) says its own message."""
     errors = [{**e, "loc": tuple(e["loc"][1:] if e["loc"][:1] == ("body",) else e["loc"])} for e in errors]
     e = min(errors, key=lambda e: not (e["type"] == "extra_forbidden" and len(e["loc"]) == 1))
     loc, kind = e["loc"], e["type"]
@@ -116,7 +122,7 @@ def api_error(errors: list[dict]) -> APIError:
         return bad(f"Unrecognized request argument supplied: {param}", param=param)
     if param in _MISSING and (kind == "missing" or e["input"] is None):
         return bad(_MISSING[param], param=param)
-    rule = _RULES.get(re.sub(r"\[\d+\]", "[]", param), "valid")
+    rule = (_RULES if rules is None else rules).get(re.sub(r"\[\d+\]", "[]", param)) or "valid"
     if kind == "extra_forbidden":
         return bad(f"{param} must be {rule}; {loc[-1]!r} is not one of its fields", param=param)
     got = "" if kind == "missing" else f", got {reprlib.repr(e['input'])}"

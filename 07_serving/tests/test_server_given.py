@@ -1,5 +1,5 @@
 """Tests of stage 07's given code (not graded): the 413 limit, OpenAI-shaped 404/405,
-the API key, `request_blocks`, and the command line's bad arguments."""
+the API key (also on /tokenize and /detokenize), `request_blocks`, and the command line's bad arguments."""
 
 from __future__ import annotations
 
@@ -36,11 +36,14 @@ def test_api_key_required_when_set(start, kit):
 
     h = start(api_key="s3cret")
     with kit.client(h) as c:
-        for path in ("/v1/models", "/v1/completions"):
+        for path in ("/v1/models", "/v1/completions", "/tokenize", "/detokenize"):
             r = c.request("GET" if "models" in path else "POST", path, json={"model": M, "prompt": "a"})
-            assert r.status_code == 401 and r.json()["error"]["code"] == "invalid_api_key"
+            assert r.status_code == 401 and r.json()["error"]["code"] == "invalid_api_key", (path, r.text)
         assert c.get("/v1/models", headers={"Authorization": "Bearer wrong"}).status_code == 401
-        assert c.get("/health").status_code == 200, "only /v1/* needs the key"
+        assert c.get("/health").status_code == 200, "only /v1/* and the tokenizer endpoints need the key"
+        key = {"Authorization": "Bearer s3cret"}
+        assert c.post("/tokenize", json={"prompt": "ab"}, headers=key).json()["tokens"] == [97, 98]
+        assert c.post("/detokenize", json={"tokens": [97, 98]}, headers=key).json() == {"prompt": "ab"}
     with pytest.raises(openai.AuthenticationError):
         openai.OpenAI(base_url=f"{h.url}/v1", api_key="wrong", max_retries=0).models.list()
     good = openai.OpenAI(base_url=f"{h.url}/v1", api_key="s3cret", max_retries=0)

@@ -26,6 +26,7 @@ from .engine_process import EngineProcess
 from .protocol import BODIES, APIError, bad, openapi
 from .state import Job, ServerConfig, ServerState
 from .streaming import TokenStream, sse
+from .tokenization import ENDPOINTS as TOKENIZER_ENDPOINTS
 from .validation import api_error, parse_request
 
 log = logging.getLogger("course.server")
@@ -127,6 +128,8 @@ async def _generate(request: HTTPRequest, state: ServerState, kind: str) -> Resp
         body = json.loads(raw)
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise bad(f"the request body is not valid JSON: {e}", code="invalid_json") from None
+    if kind in TOKENIZER_ENDPOINTS:  # /tokenize, /detokenize: answered here, with the tokenizer
+        return JSONResponse(TOKENIZER_ENDPOINTS[kind](body, state.limits, state.tokenizer))
     gen = parse_request(body, kind, state.limits, state.tokenizer)
     ticket = state.admission.admit_batch([len(p) for p in gen.batch], gen.max_tokens, gen.n)
     prefix = "cmpl" if kind == "completion" else "chatcmpl"
@@ -259,11 +262,18 @@ def build_app(engine: PagedEngine | EngineProcess, tokenizer: ByteTokenizer | No
 
 
 def _routes(app: FastAPI, state: ServerState) -> None:
-    """The API: OpenAI's two generation endpoints and its model list; /health and /metrics."""
+    """The API: OpenAI's two generation endpoints and its model list; vLLM's /tokenize and
+    /detokenize; /health and /metrics."""
 
     @app.post("/v1/completions")
     async def completions(request: HTTPRequest):
         return await _guarded(request, state, "completion")
+
+    async def tokenizer(request: HTTPRequest):  # /tokenize and /detokenize, vLLM's paths (no /v1)
+        return await _guarded(request, state, request.scope["route"].path)
+
+    for path in TOKENIZER_ENDPOINTS:
+        app.add_api_route(path, tokenizer, methods=["POST"], name=path.strip("/"))
 
     @app.post("/v1/chat/completions")
     async def chat_completions(request: HTTPRequest):
