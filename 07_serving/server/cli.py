@@ -54,7 +54,8 @@ def _parser(prog: str) -> ArgumentParser:
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default: loopback only)")
     p.add_argument("--port", type=int, default=8000)
     p.add_argument("--model", default="default", help="'default' or a checkpoint path")
-    p.add_argument("--api-key", default=None, help="require 'Authorization: Bearer KEY' on /v1/*")
+    p.add_argument("--api-key", default=None,
+                   help="require 'Authorization: Bearer KEY' on /v1/*, /tokenize and /detokenize")
     p.add_argument("--request-log", default=None, metavar="FILE", help="append one JSON line per request")
     p.add_argument("--max-batch-size", "--max-num-seqs", type=int, default=MAX_BATCH_SIZE,
                    help=f"most rows one engine step runs (vLLM's --max-num-seqs; default {MAX_BATCH_SIZE}): "
