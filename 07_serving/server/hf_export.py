@@ -31,6 +31,7 @@ from pathlib import Path
 import torch
 
 from solutions.checks import ArgumentParser
+from solutions.dedup.byte_unicode import byte_chars
 from solutions.fileio import UnsafeOutputError, check_outputs, staged_outputs
 from solutions.gpt import GPT, load_checkpoint, load_default
 from solutions.tokenizer import EOT, VOCAB_SIZE, ByteTokenizer
@@ -57,9 +58,7 @@ def byte_tokenizer_json():
     alphabet, no merges), 256 = `<|endoftext|>` (special)."""
     from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
 
-    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
-    spare = iter(range(256, 512))  # GPT-2's bytes_to_unicode: bytes without a printable character
-    chars = {b: chr(b if b in printable else next(spare)) for b in range(256)}
+    chars = dict(enumerate(byte_chars()))  # GPT-2's bytes_to_unicode (stage 02's byte alphabet)
     tok = Tokenizer(models.BPE(vocab={c: b for b, c in chars.items()}, merges=[]))
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
     tok.decoder = decoders.ByteLevel()

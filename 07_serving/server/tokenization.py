@@ -18,6 +18,7 @@ from typing import TypeVar
 
 from pydantic import ValidationError
 
+from solutions.dedup.byte_unicode import byte_chars
 from solutions.tokenizer import EOT, ByteTokenizer
 
 from . import protocol as schema
@@ -35,15 +36,7 @@ RULES = {
 EOT_TEXT = "<|endoftext|>"  # end-of-text's token string (hf_export's tokenizer names it so)
 
 
-def _byte_chars() -> list[str]:
-    """GPT-2's bytes_to_unicode: each byte's token string in a byte-level BPE vocabulary
-    (a printable character stands for itself; the other bytes take 256, 257, ... in order)."""
-    printable = {*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)}
-    spare = iter(range(256, 512))
-    return [chr(b if b in printable else next(spare)) for b in range(256)]
-
-
-BYTE_CHARS = _byte_chars()
+BYTE_CHARS = byte_chars()  # GPT-2's bytes_to_unicode, indexed by byte (stage 02's byte alphabet)
 
 
 def token_strs(tokenizer, ids: list[int]) -> list[str]:
