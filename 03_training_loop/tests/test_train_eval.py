@@ -143,6 +143,69 @@ def test_exact_match_ignores_whitespace_only():
     assert train.exact_match("", "   ")
 
 
+# ---------------------------------------------------------------------- CodeXGLUE's edit sim (given)
+def _fuzz_ratio(s1, s2):
+    """The oracle: fuzzywuzzy 0.18's `fuzz.ratio` as CodeXGLUE's setup runs it (fuzzywuzzy alone,
+    so difflib's SequenceMatcher): None -> 0, equal -> 100, one empty -> 0, else int(round(100 * ratio))."""
+    import difflib
+
+    if s1 is None or s2 is None:
+        return 0
+    if s1 == s2:
+        return 100
+    if not s1 or not s2:
+        return 0
+    return int(round(100 * difflib.SequenceMatcher(None, s1, s2).ratio()))
+
+
+@pytest.mark.given
+def test_codexglue_edit_sim_is_fuzz_ratio_with_difflib():
+    sim = train.line_completion.codexglue_edit_sim
+    hand = {  # (prediction, target): 2 * M / (len + len), M the characters of difflib's matching blocks
+        ("kitten", "sitting"): 62,  # "itt" then "n": M = 4, 800 / 13 = 61.5
+        ("abcdefgh", "hijklmno"): 12,  # M = 1: exactly 12.5, rounded half to even (not 13, not truncated)
+        ("abcdefgh", "xbcdyzwh"): 50,  # "bcd" and "h": M = 4 of 16
+        ("abcdefgh", "abcxyzwv"): 38,  # M = 3: exactly 37.5, half to even gives 38 (int() would give 37)
+        ("return x", "return x"): 100,
+    }
+    for (p, t), want in hand.items():
+        got = sim(p, t)
+        assert isinstance(got, int), f"fuzz.ratio returns an int, got {got!r} for {(p, t)}"
+        assert got == want, f"fuzz.ratio{(p, t)} is {want} (difflib's 2M/T, round half to even), got {got}"
+    rng = random.Random(5)
+    for _ in range(300):
+        p = "".join(rng.choice("ab c(") for _ in range(rng.randint(0, 9)))
+        t = "".join(rng.choice("ab c(") for _ in range(rng.randint(0, 9)))
+        assert sim(p, t) == _fuzz_ratio(p, t), f"codexglue_edit_sim{(p, t)} != fuzz.ratio's {_fuzz_ratio(p, t)}"
+
+
+@pytest.mark.given
+def test_codexglue_edit_sim_edges_and_argument_order():
+    sim = train.line_completion.codexglue_edit_sim
+    assert sim("", "") == 100, "fuzz.ratio checks equality before emptiness: two empty strings score 100"
+    assert sim("", "pass") == 0 and sim("pass", "") == 0, "one empty string scores 0"
+    # difflib takes the first longest block in the FIRST string: the order is the evaluator's, (pred, gt)
+    assert (sim("xy", "yxzy"), sim("yxzy", "xy")) == (67, 33), "fuzz.ratio is not symmetric; keep (prediction, target)"
+    with pytest.raises(TypeError):
+        sim("a", None)
+    with pytest.raises(TypeError):
+        sim(b"a", "a")
+
+
+@pytest.mark.exercise("3.13")
+def test_course_edit_similarity_is_not_codexglue_edit_sim():
+    """The two metrics, on pairs where they must differ: unit-cost Levenshtein over the longer
+    length against difflib's matched characters over both lengths."""
+    sim = train.line_completion.codexglue_edit_sim
+    for p, t, course_value, codexglue in (("xy", "yx", 0.0, 50),  # two substitutions; one matched character
+                                          ("kitten", "sitting", 1 - 3 / 7, 62),
+                                          ("f(a)", "f(a, b)", 1 - 3 / 7, 73)):  # 3 inserts; M = 4 of 11
+        assert train.edit_similarity(p, t) == pytest.approx(course_value), \
+            f"edit_similarity{(p, t)} is 1 - lev/max = {course_value:.4f}"
+        assert sim(p, t) == codexglue, f"CodeXGLUE's fuzz.ratio{(p, t)} is {codexglue}"
+        assert abs(100 * train.edit_similarity(p, t) - sim(p, t)) > 4, "the two metrics differ on this pair"
+
+
 def _ex(split, doc, line_no, prefix, target):
     return train.CompletionExample(split, doc, line_no, prefix, target)
 
@@ -252,8 +315,31 @@ def test_course_eval_gate_on_the_command_line(tmp_path, capsys):
     assert cli.main(args + ["--json", str(report)]) == 0
     out = capsys.readouterr().out
     assert "| code |" in out and "| prose |" in out and "exact match" in out
+    assert "edit similarity (1 - Levenshtein/max)" in out and "CodeXGLUE edit sim (fuzz.ratio)" in out, \
+        "the table names both edit similarities by what they compute"
+    saved = json.loads(report.read_text())
+    sim = train.line_completion.codexglue_edit_sim
+    per_line = [sim(s["prediction"], s["target"]) for s in saved["samples"]]
+    assert [s["codexglue_similarity"] for s in saved["samples"]] == per_line, \
+        "each sample's codexglue_similarity is fuzz.ratio(prediction, target)"
+    assert saved["completion"]["codexglue_edit_sim"] == pytest.approx(statistics.mean(per_line)), \
+        "the report's CodeXGLUE edit sim is the mean of the per-line fuzz.ratio (0..100)"
+    assert saved["metrics"]["codexglue_edit_sim"] == saved["completion"]["codexglue_edit_sim"]
     assert cli.main(args + ["--against", str(report)]) == 0  # against itself
     assert "gate: pass" in capsys.readouterr().out
+    older = json.loads(report.read_text())  # CodeXGLUE's edit sim is reported, not gated:
+    older["completion"]["codexglue_edit_sim"] += 50.0  # a baseline far above on it still passes,
+    (tmp_path / "older.json").write_text(json.dumps(older))
+    assert cli.main(args + ["--against", str(tmp_path / "older.json")]) == 0, "codexglue_edit_sim is not gated"
+    del older["completion"]["codexglue_edit_sim"]  # and a report from before it existed is a baseline
+    (tmp_path / "older.json").write_text(json.dumps(older))
+    assert cli.main(args + ["--against", str(tmp_path / "older.json")]) == 0, "a report without it is a baseline"
+    capsys.readouterr()
+    lower = json.loads(report.read_text())
+    lower["completion"]["edit_similarity"] += 2.5  # the course's edit similarity stays gated (margin 2)
+    (tmp_path / "lower.json").write_text(json.dumps(lower))
+    assert cli.main(args + ["--against", str(tmp_path / "lower.json")]) == 1
+    assert "edit_similarity fell" in capsys.readouterr().out
     better = json.loads(report.read_text())
     better["rows"]["code"]["bpb"] -= 0.5  # a baseline the model falls 0.5 bits/byte short of
     (tmp_path / "better.json").write_text(json.dumps(better))

@@ -1,10 +1,15 @@
 # GENERATED from solutions/train/line_completion.py by `course stubs --write`: fill in the bodies that raise NotImplementedError.
 # The lesson is 03_training_loop/03_training_loop.ipynb. Exercises in this file (line of each hole, then the commands):
-#   3.13 Line completion: edit similarity, exact match, a held-out set: lines 29, 38, 56; `course check 3.13`, `course hint 3.13`
-"""Line-level code completion, as CodeXGLUE reports it: a fixed held-out set, exact match, edit similarity (3.13)."""
+#   3.13 Line completion: edit similarity, exact match, a held-out set: lines 34, 43, 61; `course check 3.13`, `course hint 3.13`
+"""Line-level code completion on CodeXGLUE's task: a fixed held-out set, exact match, edit similarity (3.13).
+
+`edit_similarity` is the course's (1 - Levenshtein / max length); `codexglue_edit_sim` is
+CodeXGLUE's evaluator's (fuzzywuzzy's `fuzz.ratio`, difflib's matcher): two different numbers.
+"""
 
 from __future__ import annotations
 
+import difflib
 import random
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
@@ -54,6 +59,31 @@ def select_examples(candidates: Iterable[CompletionExample], *, n: int, seed: in
     if not isinstance(train_text, str):
         raise TypeError(f"train_text must be a str (the train split's text), got {type(train_text).__name__}")
     raise NotImplementedError('Exercise 3.13: Line completion: edit similarity, exact match, a held-out set — see 03_training_loop.ipynb')
+
+
+def codexglue_edit_sim(prediction: str, target: str) -> int:
+    """CodeXGLUE's line-level edit similarity (given): `fuzz.ratio(prediction, target)`, an int in 0..100.
+
+    What microsoft/CodeXGLUE's Code-Code/CodeCompletion-line/evaluator/evaluator.py adds up
+    per line, after stripping the prediction (`evaluate_model` strips both) and restoring the
+    literals its tokenised data abbreviates (raw text has none); it reports the mean, rounded
+    to 2 decimals. Its setup names `fuzzywuzzy` without python-Levenshtein, so `fuzz.ratio` is
+    difflib's: round(100 * SequenceMatcher(None, prediction, target).ratio()), where ratio()
+    is 2 * M / (len(prediction) + len(target)) and M counts the characters of the matching
+    blocks difflib finds (the longest common block, then the same on each side of it;
+    difflib's defaults, whose autojunk acts only on a target of 200+ characters); the
+    rounding is Python's round (half to even: 12.5 gives 12). 100 when the two are equal
+    (two empty strings included), 0 when exactly one is empty. Not symmetric (difflib takes
+    the first longest block of the first string): the evaluator's order, prediction first.
+    It is not 1 - lev / max: "ab" against "ba" scores 50 here and 0.0 by `edit_similarity`.
+    TypeError: prediction or target not a str.
+    """
+    _check_strs(prediction=prediction, target=target)
+    if prediction == target:
+        return 100
+    if not prediction or not target:
+        return 0
+    return int(round(100 * difflib.SequenceMatcher(None, prediction, target).ratio()))
 
 
 def _check_strs(**values: object) -> None:

@@ -1,7 +1,12 @@
-"""Line-level code completion, as CodeXGLUE reports it: a fixed held-out set, exact match, edit similarity (3.13)."""
+"""Line-level code completion on CodeXGLUE's task: a fixed held-out set, exact match, edit similarity (3.13).
+
+`edit_similarity` is the course's (1 - Levenshtein / max length); `codexglue_edit_sim` is
+CodeXGLUE's evaluator's (fuzzywuzzy's `fuzz.ratio`, difflib's matcher): two different numbers.
+"""
 
 from __future__ import annotations
 
+import difflib
 import random
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
@@ -87,6 +92,31 @@ def select_examples(candidates: Iterable[CompletionExample], *, n: int, seed: in
             break
     return kept
     # END SOLUTION
+
+
+def codexglue_edit_sim(prediction: str, target: str) -> int:
+    """CodeXGLUE's line-level edit similarity (given): `fuzz.ratio(prediction, target)`, an int in 0..100.
+
+    What microsoft/CodeXGLUE's Code-Code/CodeCompletion-line/evaluator/evaluator.py adds up
+    per line, after stripping the prediction (`evaluate_model` strips both) and restoring the
+    literals its tokenised data abbreviates (raw text has none); it reports the mean, rounded
+    to 2 decimals. Its setup names `fuzzywuzzy` without python-Levenshtein, so `fuzz.ratio` is
+    difflib's: round(100 * SequenceMatcher(None, prediction, target).ratio()), where ratio()
+    is 2 * M / (len(prediction) + len(target)) and M counts the characters of the matching
+    blocks difflib finds (the longest common block, then the same on each side of it;
+    difflib's defaults, whose autojunk acts only on a target of 200+ characters); the
+    rounding is Python's round (half to even: 12.5 gives 12). 100 when the two are equal
+    (two empty strings included), 0 when exactly one is empty. Not symmetric (difflib takes
+    the first longest block of the first string): the evaluator's order, prediction first.
+    It is not 1 - lev / max: "ab" against "ba" scores 50 here and 0.0 by `edit_similarity`.
+    TypeError: prediction or target not a str.
+    """
+    _check_strs(prediction=prediction, target=target)
+    if prediction == target:
+        return 100
+    if not prediction or not target:
+        return 0
+    return int(round(100 * difflib.SequenceMatcher(None, prediction, target).ratio()))
 
 
 def _check_strs(**values: object) -> None:
