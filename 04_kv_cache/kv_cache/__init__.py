@@ -18,6 +18,7 @@
     smollm2.py          given: load_smollm2, render_chat: SmolLM2-135M-Instruct from its GGUF
     export_hf.py        given: export_llama: a Llama as a Hugging Face folder (safetensors)
     checkpoint_format.py given: save_safetensors, load_safetensors, read_safetensors
+    tiny_gguf.py        given: write_llama_gguf: a tiny random Llama GGUF (gguf's writer), tokenizer optional
     base.py             given: CacheProtocol (what a cache offers), CacheFullError, _CacheBase
     demo.py             given: demo()
     options.py          given: CACHES, GenerationResult, generate's argument checks
@@ -40,6 +41,7 @@ from .prealloc_cache import KVCache
 from .quant_linear import QuantLinear, int8_kernel_available, quantize_model, quantize_weight, weight_bytes
 from .sampling import apply_repetition_penalty, check_sampling, sample
 from .smollm2 import gguf_tokenizer, llama_from_gguf, load_smollm2, render_chat, smollm2_path
+from .tiny_gguf import TINY_VOCAB, tiny_tokenizer_metadata, write_llama_gguf
 from .weight_quant import dequantize_int4, pack_int4, quantize_int4, unpack_int4
 
 __all__ = [
@@ -52,4 +54,5 @@ __all__ = [
     "read_gguf", "read_value", "GGUFFile", "GGUFTensor", "GGML_TYPES", "tensor_nbytes", "dequantize_q8_0",
     "dequantize_q4_1", "dequantize_tensor", "hf_name", "unpermute_qk", "llama_state_dict", "llama_config",
     "load_smollm2", "llama_from_gguf", "gguf_tokenizer", "render_chat", "smollm2_path", "export_llama", "ExportError",
+    "write_llama_gguf", "tiny_tokenizer_metadata", "TINY_VOCAB",
 ]

@@ -37,63 +37,17 @@ def trained() -> GPT:
 
 
 # ---- GGUF files (exercises 4.11-4.13) --------------------------------------------------------
-# Tiny Llama GGUF files are written by the `gguf` package (llama.cpp's own writer), so the reader
-# is checked on files it did not write; SmolLM2's real file is read ONCE per test run.
+# Tiny Llama GGUF files are written by the `gguf` package (llama.cpp's own writer; given code,
+# tiny_gguf.py), so the reader is checked on files it did not write; SmolLM2's real file is
+# read ONCE per test run.
 
-def write_llama_gguf(path, *, n_layer=2, dim=64, n_head=4, n_kv=2, ffn=96, vocab=96, types=None,
-                     alignment=None, extra=None, seed=0, context=128):
-    """A Llama GGUF at `path` with random weights: `types` maps a tensor part ("token_embd",
-    "attn_q", ...) to a GGMLQuantizationType (default F32; norms always F32); `alignment` a
-    custom general.alignment; `extra` more metadata (key -> (value, GGUFValueType))."""
-    import gguf
-    import numpy as np
+@pytest.fixture(scope="session")
+def write_llama_gguf():
+    """The package under test's `write_llama_gguf` (given code, tiny_gguf.py: a tiny random Llama
+    GGUF written by gguf's GGUFWriter), through `course.load` as `smollm2_file`."""
+    import course
 
-    rng = np.random.default_rng(seed)
-    w = gguf.GGUFWriter(str(path), "llama")
-    if alignment:
-        w.add_custom_alignment(alignment)
-    w.add_context_length(context)
-    w.add_embedding_length(dim)
-    w.add_block_count(n_layer)
-    w.add_feed_forward_length(ffn)
-    w.add_head_count(n_head)
-    w.add_head_count_kv(n_kv)
-    w.add_rope_dimension_count(dim // n_head)
-    w.add_rope_freq_base(10000.0)
-    w.add_layer_norm_rms_eps(1e-5)
-    w.add_vocab_size(vocab)
-    w.add_file_type(0)
-    for key, (value, vtype) in (extra or {}).items():
-        if vtype == gguf.GGUFValueType.ARRAY:
-            w.add_array(key, value)
-        else:
-            w.add_key_value(key, value, vtype)
-    hd = dim // n_head
-    shapes = {"token_embd.weight": (vocab, dim), "output_norm.weight": (dim,)}
-    for i in range(n_layer):
-        shapes.update({f"blk.{i}.attn_norm.weight": (dim,), f"blk.{i}.attn_q.weight": (n_head * hd, dim),
-                       f"blk.{i}.attn_k.weight": (n_kv * hd, dim), f"blk.{i}.attn_v.weight": (n_kv * hd, dim),
-                       f"blk.{i}.attn_output.weight": (dim, dim), f"blk.{i}.ffn_norm.weight": (dim,),
-                       f"blk.{i}.ffn_gate.weight": (ffn, dim), f"blk.{i}.ffn_up.weight": (ffn, dim),
-                       f"blk.{i}.ffn_down.weight": (dim, ffn)})
-    for name, shape in shapes.items():
-        if len(shape) == 1:
-            x, qt = (1.0 + 0.1 * rng.standard_normal(shape)).astype(np.float32), gguf.GGMLQuantizationType.F32
-        else:
-            x = (0.3 * rng.standard_normal(shape)).astype(np.float32)
-            qt = (types or {}).get(name.split(".")[-2], gguf.GGMLQuantizationType.F32)
-        w.add_tensor(name, gguf.quants.quantize(x, qt), raw_dtype=qt)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
-    return path
-
-
-@pytest.fixture(scope="session", name="write_llama_gguf")
-def _write_llama_gguf():
-    """`write_llama_gguf` above, for the tests (a conftest is not importable by name)."""
-    return write_llama_gguf
+    return course.load("kv_cache").write_llama_gguf
 
 
 @pytest.fixture(scope="session")
@@ -107,12 +61,13 @@ def smollm2_file():
 
 @pytest.fixture(scope="session")
 def smollm2_oracle(smollm2_file):
-    """A function (built on its first call, as `smollm2`): (model, state dict), transformers' LlamaForCausalLM with the real file's parameters as transformers and gguf
-    compute them, none of the learner's code involved: the bytes of each tensor as
-    `gguf.GGUFReader` finds them, dequantised by `gguf.quants.dequantize`, named by gguf's own
-    tensor-name map (what transformers' GGUF loader uses), Q and K un-permuted by transformers'
-    `LlamaTensorProcessor`. (transformers' `from_pretrained(gguf_file=...)` runs these same
-    steps; on the real file it costs ~40 s, so it runs on tiny files in test_gguf_mapping.py.)"""
+    """A function (built on its first call, as `smollm2`): (model, state dict), transformers'
+    LlamaForCausalLM with the real file's parameters as transformers and gguf compute them, none of
+    the learner's code involved: the bytes of each tensor as `gguf.GGUFReader` finds them,
+    dequantised by `gguf.quants.dequantize`, named by gguf's own tensor-name map (what transformers'
+    GGUF loader uses), Q and K un-permuted by transformers' `LlamaTensorProcessor`. (transformers'
+    `from_pretrained(gguf_file=...)` runs these same steps; on the real file it costs ~40 s, so it
+    runs on tiny files in test_gguf_mapping.py.)"""
     return _once(lambda: _oracle(smollm2_file))
 
 
