@@ -186,16 +186,11 @@ COMMANDS_THROUGH = ("05", "08")
 _PLACEHOLDER = re.compile(r"(?<![\w-])(?:N|M|S|B|T|FILE|DIR|PATH|MODEL|BASELINE|KEY|ARGS|N\.M|\d\.[xNM])(?![\w-])")
 _LONG = ("serve", "eval")  # `course` commands that run for minutes: checked with --help
 # The benches and `course profile|bench` run for real in smoke mode (COURSE_BENCH_SMOKE=1, see
-# course/bench_impl.py: every row once at tiny sizes), by default; COURSE_RELEASE_BENCH_SMOKE=0
-# runs them with --help instead, as the other long commands, and =all adds _SMOKE_TOO_SLOW's.
+# course/bench_impl.py: every row once at tiny sizes), every one of them by default;
+# COURSE_RELEASE_BENCH_SMOKE=0 runs them with --help instead, as the other long commands.
 # Each smoke runs once a test session (`_smoke_plan`); their figures are in the test's docstring.
 BENCH_SMOKE = os.environ.get("COURSE_RELEASE_BENCH_SMOKE", "1") != "0"
 _SMOKED = ("profile", "bench") if BENCH_SMOKE else ()  # `course` commands run in smoke mode
-# bench_load.py loads SmolLM2-135M (its rows' subject) from its GGUF, writes it as 538 MB of
-# safetensors and of pickle, and with --transformers (the README's command) loads it with
-# transformers' pure-Python GGUF reader: its smoke took 51.5 s of CPU at load 0.9, so it runs
-# only with COURSE_RELEASE_BENCH_SMOKE=all
-_SMOKE_TOO_SLOW = () if os.environ.get("COURSE_RELEASE_BENCH_SMOKE") == "all" else ("04_kv_cache/bench_load.py",)
 _LONG = _LONG + tuple(c for c in ("profile", "bench") if c not in _SMOKED)
 _BENCH = re.compile(r"\d\d_\w+/bench\w*\.py")
 
@@ -363,7 +358,7 @@ def _plan(cmd: str, out: Path, last: manifest.Stage, owner: manifest.Stage) -> t
         script = argv[1]
         if not ((cwd / script).is_file() or (cwd / script / "__main__.py").is_file()):
             return None, env, cwd, f"no {script}"
-        if BENCH_SMOKE and _BENCH.fullmatch(script) and script not in _SMOKE_TOO_SLOW and "--help" not in argv:
+        if BENCH_SMOKE and _BENCH.fullmatch(script) and "--help" not in argv:
             rest = argv[2:]
             for i, a in enumerate(rest[:-1]):  # an output file outside the release: one inside it
                 if a in ("--json", "--plot") and Path(rest[i + 1]).is_absolute():
@@ -437,9 +432,11 @@ def test_every_command_of_the_released_stage_readmes_and_lessons_works_there(rel
     --durations=5, 2026-12-07, two cores, load 0.9-1.0): 153 s wall, 153 s of CPU (user + sys,
     /usr/bin/time), against 47 s and 48 s with COURSE_RELEASE_BENCH_SMOKE=0 (--help instead)
     just after: the 14 smoke runs add about 105 s of CPU (their figures: course/bench_impl.py).
+    With 04_kv_cache/bench_load.py's smoke added (a tiny GGUF instead of SmolLM2; 25-27 s of CPU
+    alone at load 3-4), the same command with -k "every_command or smoke" took 424 s wall and
+    184 s of CPU at load 1.6-3.0 (2026-12-07 01:19, a CI run beside it).
 
-    COURSE_RELEASE_BENCH_SMOKE=all adds _SMOKE_TOO_SLOW's. Each run ends 0 or 1, never a
-    traceback, a refusal or a missing module."""
+    Each run ends 0 or 1, never a traceback, a refusal or a missing module."""
 
     out, last = released_commands
     cmds = []
