@@ -70,8 +70,9 @@ class CausalSelfAttention(nn.Module):
         self.c_proj = nn.Linear(cfg.n_embd, cfg.n_embd)
         self.dropout = cfg.dropout
 
-    def qkv(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """(B, T, C) -> q, k, v, each (B, H, T, D)."""
+    def qkv(self, x: torch.Tensor, positions: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(B, T, C) -> q, k, v, each (B, H, T, D). `positions` is not used: GPT adds its
+        positions at the embedding (the engines pass them to every decoder; Llama's rotate)."""
         B, T, C = x.shape
         qkv = self.c_attn(x).view(B, T, 3, self.n_head, self.head_dim)
         q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)

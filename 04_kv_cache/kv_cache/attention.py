@@ -1,6 +1,6 @@
 # GENERATED from solutions/kv_cache/attention.py by `course stubs --write`: fill in the bodies that raise NotImplementedError.
 # The lesson is 04_kv_cache/04_kv_cache.ipynb. Exercises in this file (line of each hole, then the commands):
-#   4.1 Attention against a cache: line 40; `course check 4.1`, `course hint 4.1`
+#   4.1 Attention against a cache: line 41; `course check 4.1`, `course hint 4.1`
 """Exercise 4.1: attention against a cache — prefill, chunked prefill and decode, one call."""
 
 from __future__ import annotations
@@ -10,21 +10,22 @@ from collections.abc import Sequence
 import torch
 import torch.nn.functional as F
 
-from solutions.gpt import GPT
+from .decoder import Decoder, check_decoder
 
 from .base import CacheProtocol
 
 
 @torch.no_grad()
-def forward_cached(model: GPT, idx: torch.Tensor, cache: CacheProtocol, *,
+def forward_cached(model: Decoder, idx: torch.Tensor, cache: CacheProtocol, *,
                    rows: slice | torch.Tensor | Sequence[int] | None = None,
                    n_new: torch.Tensor | Sequence[int] | None = None) -> torch.Tensor:
-    """Run new tokens through `model` against `cache`; return logits (B, T, V), model's dtype.
+    """Run new tokens through `model` (a GPT or a Llama: decoder.py) against `cache`;
+    return logits (B, T, V), model's dtype.
 
     idx (B, T) int64/int32, right-padded; batch row b is cache row rows[b] (None: 0..B-1);
     n_new (B,): how many of idx[b]'s tokens are real (None: all T; 0: the row is untouched).
     Real token t of row b has absolute position p = cache.lengths[rows[b]] + t: it is embedded
-    at p, its K, V are written at p (each layer; padding never), and it attends to positions
+    (and rotated) at p, its K, V are written at p (each layer; padding never), and it attends to positions
     0..p of its own row only. Padded tokens are embedded at position 0 (q_pos 0 for `attend`);
     their logits are unspecified. Real ones equal `model(whole sequence)` to float32 rounding.
     The cache is used only through CacheProtocol, and what it sees must hold: nothing is
@@ -40,11 +41,10 @@ def forward_cached(model: GPT, idx: torch.Tensor, cache: CacheProtocol, *,
     raise NotImplementedError('Exercise 4.1: Attention against a cache — see 04_kv_cache.ipynb')
 
 
-def _check_cached_call(model: GPT, idx: torch.Tensor, cache: CacheProtocol, rows, n_new):
+def _check_cached_call(model: Decoder, idx: torch.Tensor, cache: CacheProtocol, rows, n_new):
     """Validate forward_cached's arguments; return (rows as a slice or (B,) int64 tensor, n_new
     as a (B,) int64 tensor, or None when every token is real)."""
-    if not isinstance(model, GPT):
-        raise TypeError(f"model must be a solutions.gpt.GPT, got {type(model).__name__}")
+    check_decoder(model)
     if not isinstance(idx, torch.Tensor) or idx.dim() != 2:
         raise ValueError(f"idx must be a (batch, time) tensor, got {getattr(idx, 'shape', type(idx).__name__)}")
     if idx.dtype not in (torch.int64, torch.int32):

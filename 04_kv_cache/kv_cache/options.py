@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from solutions.checks import check_int, is_int
-from solutions.gpt import GPT
+from .decoder import check_decoder
 
 from .concat_cache import ConcatKVCache
 from .int8_cache import QuantizedKVCache
@@ -29,10 +29,9 @@ class GenerationResult:
 
 
 def check_generate(model, prompts, max_new_tokens, stop, cache, temperature, top_k, top_p) -> list[int]:
-    """Validate generate's arguments (TypeError for a model that is not a course GPT,
-    ValueError naming the argument otherwise); return the stop ids as a list of ints."""
-    if not isinstance(model, GPT):
-        raise TypeError(f"model must be a solutions.gpt.GPT, got {type(model).__name__}")
+    """Validate generate's arguments (TypeError for a model that is not a course decoder, a
+    GPT or a Llama; ValueError naming the argument otherwise); return the stop ids as ints."""
+    check_decoder(model)
     if not isinstance(prompts, (list, tuple)) or not prompts:
         raise ValueError(f"prompts must be a non-empty list of token-id lists, got {prompts!r:.80}")
     vocab, context = model.config.vocab_size, model.config.block_size

@@ -2,6 +2,8 @@
 
 - `tiny`: a small random GPT (2 layers, 2 heads of 16, context 64). Its logits come from
   the same code as the default model's; it keeps the many small property tests fast.
+- `tiny_llama`: a small random Llama (RoPE, 4 query heads over 2 K/V heads), SmolLM2's shape
+  in miniature; `decoder` is each of the two in turn.
 - `trained`: the course's default model (`solutions.gpt.load_default()`), for the checks
   whose numbers only mean something on a trained model (INT8 agreement, transformers).
 
@@ -28,6 +30,21 @@ def _single_threaded(one_thread):
 def tiny() -> GPT:
     torch.manual_seed(1234)
     return GPT(GPTConfig(block_size=64, n_layer=2, n_head=2, n_embd=32)).eval()
+
+
+@pytest.fixture(scope="session")
+def tiny_llama():
+    """A small random Llama, SmolLM2's architecture in miniature: 2 layers, RoPE, 4 query heads
+    over 2 K/V heads of 8, context 64, the byte vocabulary's 257 ids."""
+    from solutions.train import random_llama
+
+    return random_llama(vocab_size=257, std=0.3)
+
+
+@pytest.fixture(scope="session", params=["gpt", "llama"])
+def decoder(request, tiny, tiny_llama):
+    """Each of the two decoders the engines run: `tiny` (GPT) and `tiny_llama` (RoPE, GQA)."""
+    return tiny if request.param == "gpt" else tiny_llama
 
 
 @pytest.fixture(scope="session")

@@ -4,6 +4,10 @@ These tests need no cache of the learner's: they run `forward_cached` against `D
 below, the cache protocol at its simplest (a dict of tokens, slow and obviously right), so
 4.1 can be checked before 4.2-4.4 exist.
 
+Each core property is checked on two decoders (conftest's `decoder`): the course's GPT and a
+tiny Llama, SmolLM2's architecture (RoPE rotating q and k at each token's position, 4 query
+heads sharing 2 K/V heads), whose cache holds the K/V heads only.
+
 The oracle is the model's own full forward `model(idx)` (plain causal attention over the
 whole sequence). A cached forward computes the same sums in a different order (one key set
 per query instead of a causal mask), so logits agree to float32 rounding, ~1e-6 on these
@@ -31,7 +35,7 @@ class DictCache:
         cfg = model.config
         self.n_layer, self.batch = cfg.n_layer, batch
         self.max_len = max_len or cfg.block_size
-        self.zero = torch.zeros(cfg.n_head, cfg.head_dim)
+        self.zero = torch.zeros(kc.kv_heads(model), cfg.head_dim)  # K/V heads: fewer on a Llama
         self.lengths = torch.zeros(batch, dtype=torch.long)
         self.store: dict[tuple[int, int, int], tuple[torch.Tensor, torch.Tensor]] = {}
         self.writes: list[tuple[int, int, int]] = []
@@ -68,25 +72,25 @@ def padded(seqs: list[list[int]], fill: int = 0) -> torch.Tensor:
 
 
 @pytest.mark.exercise("4.1")
-def test_prefill_equals_the_full_forward(tiny):
+def test_prefill_equals_the_full_forward(decoder):
     seq = rand_seq(40, 0)
-    cache = DictCache(tiny, 1)
-    logits = kc.forward_cached(tiny, torch.tensor([seq]), cache)
-    assert logits.shape == (1, 40, tiny.config.vocab_size)
-    torch.testing.assert_close(logits[0], full_logits(tiny, seq), atol=ATOL, rtol=0)
+    cache = DictCache(decoder, 1)
+    logits = kc.forward_cached(decoder, torch.tensor([seq]), cache)
+    assert logits.shape == (1, 40, decoder.config.vocab_size)
+    torch.testing.assert_close(logits[0], full_logits(decoder, seq), atol=ATOL, rtol=0)
     assert cache.lengths.tolist() == [40]
     assert sorted(cache.writes) == sorted((layer, 0, p) for layer in range(2) for p in range(40))
 
 
 @pytest.mark.exercise("4.1")
-def test_decode_steps_equal_the_full_forward(tiny):
+def test_decode_steps_equal_the_full_forward(decoder):
     seq = rand_seq(30, 1)
-    cache = DictCache(tiny, 1)
-    kc.forward_cached(tiny, torch.tensor([seq[:10]]), cache)
-    ref = full_logits(tiny, seq)
+    cache = DictCache(decoder, 1)
+    kc.forward_cached(decoder, torch.tensor([seq[:10]]), cache)
+    ref = full_logits(decoder, seq)
     for t in range(10, 30):
-        out = kc.forward_cached(tiny, torch.tensor([[seq[t]]]), cache)
-        assert out.shape == (1, 1, tiny.config.vocab_size)
+        out = kc.forward_cached(decoder, torch.tensor([[seq[t]]]), cache)
+        assert out.shape == (1, 1, decoder.config.vocab_size)
         torch.testing.assert_close(out[0, 0], ref[t], atol=ATOL, rtol=0, msg=lambda m, t=t: (
             f"decode of the token at position {t} ({t} cached): its logits differ from the full "
             f"forward's at {t}. A new token at absolute position p attends to every position 0..p "
@@ -98,56 +102,56 @@ def test_decode_steps_equal_the_full_forward(tiny):
 
 
 @pytest.mark.exercise("4.1")
-def test_chunked_prefill_equals_an_unchunked_run(tiny):
+def test_chunked_prefill_equals_an_unchunked_run(decoder):
     """A prompt fed in chunks, each attending to the chunks before it through the cache."""
     seq = rand_seq(50, 2)
-    cache = DictCache(tiny, 1)
+    cache = DictCache(decoder, 1)
     chunks = [(0, 7), (7, 8), (8, 31), (31, 50)]
-    out = torch.cat([kc.forward_cached(tiny, torch.tensor([seq[a:b]]), cache) for a, b in chunks], dim=1)
-    torch.testing.assert_close(out[0], full_logits(tiny, seq), atol=ATOL, rtol=0, msg=lambda m: (
+    out = torch.cat([kc.forward_cached(decoder, torch.tensor([seq[a:b]]), cache) for a, b in chunks], dim=1)
+    torch.testing.assert_close(out[0], full_logits(decoder, seq), atol=ATOL, rtol=0, msg=lambda m: (
         f"a prompt fed in chunks {chunks} differs from the full forward: token t of a chunk is at "
         f"position lengths + t, and attends to the earlier chunks through the cache and to the "
         f"chunk's tokens up to itself. {m}"))
 
 
 @pytest.mark.exercise("4.1")
-def test_ragged_prefill_never_sees_padding_or_other_rows(tiny):
+def test_ragged_prefill_never_sees_padding_or_other_rows(decoder):
     seqs = [rand_seq(n, 10 + n) for n in (5, 17, 1, 12)]
     n_new = torch.tensor([len(s) for s in seqs])
     outs = []
     for fill in (0, 200):  # what the padding holds must not matter
-        cache = DictCache(tiny, 4)
-        outs.append(kc.forward_cached(tiny, padded(seqs, fill), cache, n_new=n_new))
+        cache = DictCache(decoder, 4)
+        outs.append(kc.forward_cached(decoder, padded(seqs, fill), cache, n_new=n_new))
         assert cache.lengths.tolist() == n_new.tolist()
         assert all(p < len(seqs[r]) for _, r, p in cache.writes), "padding was written to the cache"
     for b, s in enumerate(seqs):
-        ref = full_logits(tiny, s)
+        ref = full_logits(decoder, s)
         for out in outs:
             torch.testing.assert_close(out[b, : len(s)], ref, atol=ATOL, rtol=0)
 
 
 @pytest.mark.exercise("4.1")
-def test_mixed_prefill_chunk_and_decode_in_one_call(tiny):
+def test_mixed_prefill_chunk_and_decode_in_one_call(decoder):
     """One call: row 0 decodes one token, row 1 continues a prefill with a chunk of 8, row 2
     starts a fresh prompt of 12 — what stage 05's continuous batching will do."""
     seqs = [rand_seq(31, 20), rand_seq(18, 21), rand_seq(12, 22)]
-    cache = DictCache(tiny, 3)
-    kc.forward_cached(tiny, padded([seqs[0][:30], seqs[1][:10]]), cache, n_new=[30, 10])
+    cache = DictCache(decoder, 3)
+    kc.forward_cached(decoder, padded([seqs[0][:30], seqs[1][:10]]), cache, n_new=[30, 10])
     assert cache.lengths.tolist() == [30, 10, 0]
     step = [seqs[0][30:31], seqs[1][10:18], seqs[2]]
-    out = kc.forward_cached(tiny, padded(step), cache, n_new=[1, 8, 12])
-    assert out.shape == (3, 12, tiny.config.vocab_size)
+    out = kc.forward_cached(decoder, padded(step), cache, n_new=[1, 8, 12])
+    assert out.shape == (3, 12, decoder.config.vocab_size)
     assert cache.lengths.tolist() == [31, 18, 12]
     for b, (seq, new) in enumerate(zip(seqs, step)):
-        ref = full_logits(tiny, seq)[len(seq) - len(new):]
+        ref = full_logits(decoder, seq)[len(seq) - len(new):]
         torch.testing.assert_close(out[b, : len(new)], ref, atol=ATOL, rtol=0)
 
 
 @pytest.mark.exercise("4.1")
-def test_rows_map_batch_entries_to_cache_rows_and_leave_others_alone(tiny):
+def test_rows_map_batch_entries_to_cache_rows_and_leave_others_alone(decoder):
     seqs = [rand_seq(9, 30), rand_seq(14, 31)]
-    cache = DictCache(tiny, 4)
-    kc.forward_cached(tiny, padded(seqs), cache, rows=torch.tensor([3, 1]), n_new=[9, 14])
+    cache = DictCache(decoder, 4)
+    kc.forward_cached(decoder, padded(seqs), cache, rows=torch.tensor([3, 1]), n_new=[9, 14])
     assert {r for _, r, _ in cache.writes} == {1, 3}, (
         f"rows=[3, 1]: batch row b is cache row rows[b], so writes go to cache rows {{1, 3}} only, "
         f"got writes to rows {sorted({r for _, r, _ in cache.writes})}")
@@ -157,8 +161,8 @@ def test_rows_map_batch_entries_to_cache_rows_and_leave_others_alone(tiny):
     # decode row 1 alone, then row 3 alone: each continues its own sequence
     for row, seq in ((1, seqs[1]), (3, seqs[0])):
         tok = rand_seq(1, row)
-        out = kc.forward_cached(tiny, torch.tensor([tok]), cache, rows=torch.tensor([row]))
-        torch.testing.assert_close(out[0, 0], full_logits(tiny, seq + tok)[-1], atol=ATOL, rtol=0,
+        out = kc.forward_cached(decoder, torch.tensor([tok]), cache, rows=torch.tensor([row]))
+        torch.testing.assert_close(out[0, 0], full_logits(decoder, seq + tok)[-1], atol=ATOL, rtol=0,
                                    msg=lambda m, row=row: (
                                        f"decoding cache row {row} alone (rows=[{row}]) does not continue "
                                        f"that row's sequence: batch row b reads and writes cache row "
@@ -181,12 +185,12 @@ def test_a_row_with_no_new_tokens_is_untouched(tiny):
 @pytest.mark.exercise("4.1")
 @settings(deadline=None, max_examples=15)
 @given(data=st.data())
-def test_any_schedule_of_chunks_equals_the_full_forward(tiny, data):
+def test_any_schedule_of_chunks_equals_the_full_forward(decoder, data):
     """Hypothesis: several rows, each fed its sequence in random chunks, in random subsets
     of rows per call (ragged, padded, rows given), give the full forward's logits."""
     n_rows = data.draw(st.integers(1, 3), label="rows")
     seqs = [data.draw(st.lists(st.integers(0, 256), min_size=1, max_size=20), label=f"seq{r}") for r in range(n_rows)]
-    cache = DictCache(tiny, n_rows + 1)  # one spare row nobody uses
+    cache = DictCache(decoder, n_rows + 1)  # one spare row nobody uses
     fed = [0] * n_rows
     got: list[list[torch.Tensor]] = [[] for _ in range(n_rows)]
     while any(f < len(s) for f, s in zip(fed, seqs)):
@@ -194,7 +198,7 @@ def test_any_schedule_of_chunks_equals_the_full_forward(tiny, data):
         chosen = data.draw(st.lists(st.sampled_from(todo), min_size=1, unique=True), label="call rows")
         sizes = [data.draw(st.integers(1, len(seqs[r]) - fed[r]), label="chunk") for r in chosen]
         chunks = [seqs[r][fed[r]: fed[r] + n] for r, n in zip(chosen, sizes)]
-        out = kc.forward_cached(tiny, padded(chunks, fill=5), cache, rows=torch.tensor(chosen), n_new=sizes)
+        out = kc.forward_cached(decoder, padded(chunks, fill=5), cache, rows=torch.tensor(chosen), n_new=sizes)
         for b, (r, n) in enumerate(zip(chosen, sizes)):
             got[r].append(out[b, :n])
             fed[r] += n
@@ -202,7 +206,7 @@ def test_any_schedule_of_chunks_equals_the_full_forward(tiny, data):
         f"after feeding every row its sequence, cache.lengths is {cache.lengths.tolist()}, expected "
         f"{[len(s) for s in seqs] + [0]} (each row its own length; the spare row untouched)")
     for r, s in enumerate(seqs):
-        torch.testing.assert_close(torch.cat(got[r]), full_logits(tiny, s), atol=ATOL, rtol=0, msg=lambda m, r=r: (
+        torch.testing.assert_close(torch.cat(got[r]), full_logits(decoder, s), atol=ATOL, rtol=0, msg=lambda m, r=r: (
             f"cache row {r}, fed in chunks by calls over random subsets of rows (rows= given, ragged, "
             f"padded), differs from its full forward: batch row b reads and writes cache row rows[b], "
             f"its token t sits at lengths[rows[b]] + t and sees its own row's positions up to itself. {m}"))

@@ -226,6 +226,27 @@ def test_greedy_equals_transformers_generate_on_converted_weights(trained):
 
 
 @pytest.mark.exercise("4.6")
+@pytest.mark.parametrize("cache", ["prealloc", None])
+def test_a_llama_generates_as_transformers_does(tiny_llama, cache):
+    """SmolLM2's architecture in miniature (RoPE, 4 query heads over 2 K/V heads; the cache holds
+    the 2): ragged prompts in one batch, each equal to `transformers`' LlamaForCausalLM
+    `generate` of it alone on the same weights."""
+    hf = tiny_llama.to_hf()
+    hf.generation_config.eos_token_id = None
+    ragged = [[5, 17, 200, 31, 9, 64, 128], [42], [7, 7, 7, 250, 3]]
+    ours = kc.generate(tiny_llama, ragged, 24, cache=cache).tokens
+    for i, (prompt, mine) in enumerate(zip(ragged, ours)):
+        ids = torch.tensor([prompt])
+        with torch.no_grad():
+            out = hf.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=24, do_sample=False,
+                              use_cache=True, pad_token_id=0)
+        assert mine == out[0, len(prompt):].tolist(), (
+            f"cache={cache}: prompt {i} ({len(prompt)} tokens, batched with prompts of {[len(p) for p in ragged]}) "
+            f"differs from transformers' greedy generate of it alone: each token is rotated at its own "
+            f"absolute position, and the query heads share the K/V heads in groups")
+
+
+@pytest.mark.exercise("4.6")
 def test_stop_tokens_end_sequences_with_reason_stop(trained):
     """Each sequence stops at its first stop token (not included in its tokens); the others
     run to max_new_tokens with reason "length"."""

@@ -13,7 +13,7 @@ from collections.abc import Callable
 import torch
 
 from solutions.checks import check_int
-from solutions.gpt import GPT
+from solutions.kv_cache import Decoder, check_decoder, embedding
 from solutions.kv_cache import KVCache
 
 from .model_runner import forward_chunks, sample_tokens
@@ -50,13 +50,12 @@ class Engine:
 
     # ---- given ----------------------------------------------------------------------------------
 
-    def __init__(self, model: GPT, scheduler: Scheduler, *, max_len: int | None = None,
+    def __init__(self, model: Decoder, scheduler: Scheduler, *, max_len: int | None = None,
                  clock: Callable[[], float] = time.monotonic):
         """`max_len`: positions per cache row, default the model's context. The scheduler's
         `max_cache_tokens` (default: the whole cache, rows x max_len) is the memory budget it
         schedules against — stage 06 makes that budget physical with paged blocks."""
-        if not isinstance(model, GPT):
-            raise TypeError(f"model must be a solutions.gpt.GPT, got {type(model).__name__}")
+        check_decoder(model)
         if not isinstance(scheduler, Scheduler):
             raise TypeError(f"scheduler must be a Scheduler, got {type(scheduler).__name__}")
         if scheduler.has_unfinished():
@@ -74,7 +73,7 @@ class Engine:
         elif scheduler.max_cache_tokens > physical:
             raise ValueError(f"max_cache_tokens {scheduler.max_cache_tokens} exceeds the cache's capacity of "
                              f"{physical} tokens ({self._describe_cache()})")
-        self.device = model.transformer.wte.weight.device
+        self.device = embedding(model).device
         self.free_slots = list(range(scheduler.max_batch_size))
         self.dead_rows: list[Request] = []  # a fixed-shape batch's finished rows, still computed
         self.requests: dict[str, Request] = {}

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import torch
 
-from solutions.gpt import GPT
+from solutions.kv_cache import Decoder, embedding
 from solutions.kv_cache import apply_repetition_penalty, forward_cached, sample
 
 from .request import Request
@@ -20,7 +20,7 @@ from .request import Request
 PAD_TOKENS = 32
 
 
-def forward_chunks(model: GPT, cache, chunks: list[tuple[Request, int]]) -> tuple[list[Request], torch.Tensor]:
+def forward_chunks(model: Decoder, cache, chunks: list[tuple[Request, int]]) -> tuple[list[Request], torch.Tensor]:
     """Run every planned chunk through `model` against the `cache` rows the requests own.
 
     chunks: (request, n), n >= 1, each request once: its next n pending tokens,

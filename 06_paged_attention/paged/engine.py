@@ -11,7 +11,7 @@ import torch
 
 from solutions.batching import Engine, Request, Scheduler, StepOutput
 from solutions.checks import check_int
-from solutions.gpt import GPT
+from solutions.kv_cache import Decoder
 
 from .block_manager import BlockManager
 from .block_table import blocks_needed
@@ -41,7 +41,7 @@ class PagedEngine(ParallelSampling, Engine):
     `add_forked(request, n)`: parallel sampling on shared blocks (fork.py).
     """
 
-    def __init__(self, model: GPT, scheduler: Scheduler, *, block_size: int = 16, num_blocks: int | None = None,
+    def __init__(self, model: Decoder, scheduler: Scheduler, *, block_size: int = 16, num_blocks: int | None = None,
                  enable_prefix_caching: bool = True, max_len: int | None = None,
                  clock: Callable[[], float] = time.monotonic):
         self.block_size = check_int("block_size", block_size, 1)

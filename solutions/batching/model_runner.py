@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from solutions.gpt import GPT
+from solutions.kv_cache import Decoder, embedding
 from solutions.kv_cache import apply_repetition_penalty, forward_cached, sample
 
 from .request import Request
@@ -17,7 +17,7 @@ from .request import Request
 PAD_TOKENS = 32
 
 
-def forward_chunks(model: GPT, cache, chunks: list[tuple[Request, int]]) -> tuple[list[Request], torch.Tensor]:
+def forward_chunks(model: Decoder, cache, chunks: list[tuple[Request, int]]) -> tuple[list[Request], torch.Tensor]:
     """Run every planned chunk through `model` against the `cache` rows the requests own.
 
     chunks: (request, n), n >= 1, each request once: its next n pending tokens,
@@ -46,7 +46,7 @@ def forward_chunks(model: GPT, cache, chunks: list[tuple[Request, int]]) -> tupl
     #   ones by length too, so that a short prompt is not padded to a long one.)
     # HINT: add n to each request's `num_computed`, then keep the logits of those with
     #   nothing pending left; `torch.stack` them.
-    device = model.transformer.wte.weight.device
+    device = embedding(model).device
     ready, rows_logits = [], []
     groups = [[c for c in chunks if c[1] == 1]]
     for c in sorted((c for c in chunks if c[1] > 1), key=lambda c: -c[1]):  # longest first

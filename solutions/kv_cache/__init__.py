@@ -17,6 +17,7 @@
     export_hf.py        given: export_llama: a Llama as a Hugging Face folder (safetensors)
     checkpoint_format.py given: save_safetensors, load_safetensors, read_safetensors
     tiny_gguf.py        given: write_llama_gguf: a tiny random Llama GGUF (gguf's writer), tokenizer optional
+    decoder.py          given: check_decoder, kv_heads, embedding: a GPT or a Llama, the same pieces
     base.py             given: CacheProtocol (what a cache offers), CacheFullError, _CacheBase
     demo.py             given: demo()
     options.py          given: CACHES, GenerationResult, generate's argument checks
@@ -27,6 +28,7 @@ from .calibrated_quant import awq_quantize, awq_search, layer_inputs
 from .checkpoint_format import load_safetensors, read_safetensors, save_safetensors
 from .base import CacheFullError, CacheProtocol, _CacheBase
 from .concat_cache import ConcatKVCache
+from .decoder import DECODERS, Decoder, check_decoder, embedding, kv_heads
 from .demo import demo
 from .generation import generate, generate_alone
 from .export_hf import ExportError, export_llama
@@ -53,4 +55,5 @@ __all__ = [
     "dequantize_q4_1", "dequantize_tensor", "hf_name", "unpermute_qk", "llama_state_dict", "llama_config",
     "load_smollm2", "llama_from_gguf", "gguf_tokenizer", "render_chat", "smollm2_path", "export_llama", "ExportError",
     "write_llama_gguf", "tiny_tokenizer_metadata", "TINY_VOCAB",
+    "DECODERS", "Decoder", "check_decoder", "embedding", "kv_heads",
 ]

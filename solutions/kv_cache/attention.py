@@ -7,21 +7,22 @@ from collections.abc import Sequence
 import torch
 import torch.nn.functional as F
 
-from solutions.gpt import GPT
+from .decoder import Decoder, check_decoder
 
 from .base import CacheProtocol
 
 
 @torch.no_grad()
-def forward_cached(model: GPT, idx: torch.Tensor, cache: CacheProtocol, *,
+def forward_cached(model: Decoder, idx: torch.Tensor, cache: CacheProtocol, *,
                    rows: slice | torch.Tensor | Sequence[int] | None = None,
                    n_new: torch.Tensor | Sequence[int] | None = None) -> torch.Tensor:
-    """Run new tokens through `model` against `cache`; return logits (B, T, V), model's dtype.
+    """Run new tokens through `model` (a GPT or a Llama: decoder.py) against `cache`;
+    return logits (B, T, V), model's dtype.
 
     idx (B, T) int64/int32, right-padded; batch row b is cache row rows[b] (None: 0..B-1);
     n_new (B,): how many of idx[b]'s tokens are real (None: all T; 0: the row is untouched).
     Real token t of row b has absolute position p = cache.lengths[rows[b]] + t: it is embedded
-    at p, its K, V are written at p (each layer; padding never), and it attends to positions
+    (and rotated) at p, its K, V are written at p (each layer; padding never), and it attends to positions
     0..p of its own row only. Padded tokens are embedded at position 0 (q_pos 0 for `attend`);
     their logits are unspecified. Real ones equal `model(whole sequence)` to float32 rounding.
     The cache is used only through CacheProtocol, and what it sees must hold: nothing is
@@ -44,9 +45,11 @@ def forward_cached(model: GPT, idx: torch.Tensor, cache: CacheProtocol, *,
     #   new length), and the (row, position) each real token is written to.
     # HINT: Check the context and `cache.reserve` before anything is written. Then run the
     #   blocks as `GPT.forward` does, except that each layer writes the real tokens' k, v to
-    #   the cache as (N, H, D) and attends over what the cache returns (`attend`, or `view`).
-    #   GPT's pieces: x = model.embed(idx, pos); per block, q, k, v = attn.qkv(ln_1(x)) (each
-    #   (B, H, T, D)), x + attn.out(y), then x + mlp(ln_2(x)); model.head(x) the logits.
+    #   the cache as (N, H_kv, D) and attends over what the cache returns (`attend`, or `view`).
+    #   The pieces (kv_cache/decoder.py): x = model.embed(idx, pos); per block, q, k, v =
+    #   attn.qkv(ln_1(x), pos) (q (B, H, T, D), k and v (B, H_kv, T, D): H_kv < H on a Llama,
+    #   whose query heads share K/V heads: scaled_dot_product_attention's `enable_gqa`),
+    #   x + attn.out(y), then x + mlp(ln_2(x)); model.head(x) the logits.
     # HINT: The mask is (B, 1, T, length) booleans: key j is visible to token t of row b iff
     #   j <= start[b] + t. Padding is embedded at position 0; advance cache.lengths last.
     B, T = idx.shape
@@ -92,13 +95,14 @@ def forward_cached(model: GPT, idx: torch.Tensor, cache: CacheProtocol, *,
     attend = getattr(cache, "attend", None)  # optional: a cache that attends in place (stage 06)
     x = model.embed(idx, pos)                               # (B, T, C)
     for layer, block in enumerate(model.blocks):
-        q, k, v = block.attn.qkv(block.ln_1(x))             # each (B, H, T, D)
+        q, k, v = block.attn.qkv(block.ln_1(x), pos)        # q (B, H, T, D), k, v (B, H_kv, T, D)
         cache.write(layer, tok_rows, tok_pos, tokens_of(k), tokens_of(v))
         if attend is not None:
             y = attend(layer, rows, q, pos)                 # reads its own memory layout
         else:
             K, V = cache.view(layer, rows, length)          # (B, H, length, D)
-            y = F.scaled_dot_product_attention(q, K, V, attn_mask=mask, is_causal=is_causal)
+            y = F.scaled_dot_product_attention(q, K, V, attn_mask=mask, is_causal=is_causal,
+                                               enable_gqa=K.shape[1] != q.shape[1])
         x = x + block.attn.out(y)
         x = x + block.mlp(block.ln_2(x))
     cache.lengths[rows] = new_lengths.to(cache.lengths.device)
@@ -106,11 +110,10 @@ def forward_cached(model: GPT, idx: torch.Tensor, cache: CacheProtocol, *,
     # END SOLUTION
 
 
-def _check_cached_call(model: GPT, idx: torch.Tensor, cache: CacheProtocol, rows, n_new):
+def _check_cached_call(model: Decoder, idx: torch.Tensor, cache: CacheProtocol, rows, n_new):
     """Validate forward_cached's arguments; return (rows as a slice or (B,) int64 tensor, n_new
     as a (B,) int64 tensor, or None when every token is real)."""
-    if not isinstance(model, GPT):
-        raise TypeError(f"model must be a solutions.gpt.GPT, got {type(model).__name__}")
+    check_decoder(model)
     if not isinstance(idx, torch.Tensor) or idx.dim() != 2:
         raise ValueError(f"idx must be a (batch, time) tensor, got {getattr(idx, 'shape', type(idx).__name__)}")
     if idx.dtype not in (torch.int64, torch.int32):

@@ -8,7 +8,7 @@ from typing import Protocol
 import torch
 
 from solutions.checks import check_int
-from solutions.gpt import GPT, GPTConfig
+from .decoder import Decoder, check_decoder, embedding, kv_heads
 
 
 class CacheFullError(ValueError):
@@ -75,19 +75,19 @@ class _CacheBase:
         self.lengths = torch.zeros(self.batch, dtype=torch.long, device=self.device)
 
     @classmethod
-    def for_model(cls, model: GPT, batch: int, max_len: int | None = None, **kw):
-        """A cache shaped for `model` (its layers, heads, head size, dtype and device).
-        `max_len` defaults to the model's context, `block_size`."""
-        if not isinstance(model, GPT):
-            raise TypeError(f"for_model expects a solutions.gpt.GPT, got {type(model).__name__}")
-        cfg: GPTConfig = model.config
+    def for_model(cls, model: Decoder, batch: int, max_len: int | None = None, **kw):
+        """A cache shaped for `model`, a GPT or a Llama (its layers, K/V heads, head size, dtype
+        and device: `n_head` is the heads a token's K and V have, `kv_heads(model)`, fewer than
+        the query heads on a Llama). `max_len` defaults to the model's context, `block_size`."""
+        check_decoder(model, "for_model's model")
+        cfg = model.config
         max_len = cfg.block_size if max_len is None else max_len
         if isinstance(max_len, int) and max_len > cfg.block_size:
             raise ValueError(f"max_len {max_len} exceeds the model's context {cfg.block_size}")
-        weight = model.transformer.wte.weight
+        weight = embedding(model)
         kw.setdefault("dtype", weight.dtype)
         kw.setdefault("device", weight.device)
-        return cls(cfg.n_layer, batch, cfg.n_head, max_len, cfg.head_dim, **kw)
+        return cls(cfg.n_layer, batch, kv_heads(model), max_len, cfg.head_dim, **kw)
 
     def reset(self, rows: slice | torch.Tensor | Sequence[int] | None = None) -> None:
         """Forget rows (all rows if None): their lengths go back to 0."""
