@@ -64,7 +64,8 @@ class DecodeStaging:
         or None when this call does not continue a decode run (the caller's path runs then).
         The cache asks only for decode calls it does not split by length: a call it skips
         leaves a gap in the positions, which ends the run."""
-        B, H, _, D = q.shape
+        B, _, _, D = q.shape
+        H = cache.n_head  # the pools' K/V heads (fewer than q's on a Llama: grouped-query attention)
         ids = range(cache.batch)[rows] if isinstance(rows, slice) else tuple(torch.as_tensor(rows).tolist())
         pos = q_pos[:, 0]
         bs = cache.block_size
@@ -93,7 +94,8 @@ class DecodeStaging:
         mask = None
         if int(pos.min()) != L - 1:  # rows of different lengths: each sees its own keys only
             mask = (torch.arange(L, device=q.device) <= pos[:, None])[:, None, None, :]
-        return F.scaled_dot_product_attention(q, K[:, :L].transpose(1, 2), V[:, :L].transpose(1, 2), attn_mask=mask)
+        return F.scaled_dot_product_attention(q, K[:, :L].transpose(1, 2), V[:, :L].transpose(1, 2), attn_mask=mask,
+                                              enable_gqa=H != q.shape[1])
 
     def _make_copy(self, cache, layer: int, block_tables: torch.Tensor, pos: torch.Tensor,
                    cap: int) -> tuple[torch.Tensor, torch.Tensor]:

@@ -1,6 +1,6 @@
 # GENERATED from solutions/paged/triton_decode.py by `course stubs --write`: fill in the bodies that raise NotImplementedError.
 # The lesson is 06_paged_attention/06_paged_attention.ipynb. Exercises in this file (line of each hole, then the commands):
-#   6.5 A Triton paged-decode kernel: lines 39, 68; `course check 6.5`, `course hint 6.5`
+#   6.5 A Triton paged-decode kernel: lines 41, 71; `course check 6.5`, `course hint 6.5`
 """The Triton paged-decode kernel (6.5): decode attention straight from the pools, no gather."""
 
 from __future__ import annotations
@@ -25,11 +25,13 @@ def _paged_decode_kernel(out_ptr, q_ptr, k_ptr, v_ptr, bt_ptr, seq_lens_ptr, sca
                          stride_qb, stride_qh, stride_kblock, stride_ktok, stride_khead,
                          stride_btb, stride_ob, stride_oh,
                          HEAD_DIM: tl.constexpr, BLOCK_SIZE: tl.constexpr,
-                         BLOCK_T: tl.constexpr, BLOCK_D: tl.constexpr):
+                         BLOCK_T: tl.constexpr, BLOCK_D: tl.constexpr, GROUP: tl.constexpr):
     """Decode attention for one (sequence b, head h) = (tl.program_id(0), tl.program_id(1)),
     launched on grid (B, H). Writes out[b, h] (HEAD_DIM values, in out's dtype) =
     softmax(q[b, h] . K^T * scale) V over the seq_lens[b] cached tokens of row b, whose token
     t lives in slot t % BLOCK_SIZE of block block_table[b, t // BLOCK_SIZE] of the pools.
+    GROUP query heads share one K/V head (grouped-query attention; 1: none): query head h
+    reads the pools' head h // GROUP.
     Invariants: fp32 arithmetic; the pools are read block by block in place (nothing of
     size seq_len is materialised, nothing is gathered); a slot at or past seq_len is never
     loaded (it may hold a previous owner's data or NaN); lanes past BLOCK_SIZE / HEAD_DIM
@@ -44,8 +46,9 @@ def paged_decode_triton(q: torch.Tensor, k_pool: torch.Tensor, v_pool: torch.Ten
     """`paged_attention` for decode (T = 1), as a Triton kernel: the same arguments and
     the same numbers (fp32 accumulation), without gathering K/V into a dense copy.
 
-    q (B, H, 1, D); k_pool, v_pool (num_blocks, block_size, H, D) one layer's pools (the
-    same strides, contiguous last dim); block_tables (B, max_blocks) int; q_pos (B, 1): the
+    q (B, H, 1, D); k_pool, v_pool (num_blocks, block_size, H_kv, D) one layer's pools (the
+    same strides, contiguous last dim; H_kv divides H: query head h reads K/V head
+    h // (H / H_kv), grouped-query attention); block_tables (B, max_blocks) int; q_pos (B, 1): the
     query's position, so row b's keys are 0..q_pos[b, 0]. Returns (B, H, 1, D) in q's
     dtype. CUDA tensors run the compiled kernel; CPU tensors run in Triton's interpreter,
     which needs TRITON_INTERPRET=1 in the environment before triton is first imported

@@ -14,7 +14,8 @@ def paged_attention(q: torch.Tensor, k_pool: torch.Tensor, v_pool: torch.Tensor,
     and decode alike. Returns y (B, H, T, D) in q's dtype.
 
     q (B, H, T, D): row b's T new queries (their keys are already in the pools).
-    k_pool, v_pool (num_blocks, block_size, H, D): ONE layer's pools.
+    k_pool, v_pool (num_blocks, block_size, H_kv, D): ONE layer's pools; H_kv divides H, and
+    query head h reads K/V head h // (H / H_kv) (grouped-query attention; H_kv = H: none).
     block_tables (B, max_blocks) int: row b's physical blocks; entries past its last block
     are ignored (-1 is fine). q_pos (B, T) int64: each query's absolute position; query
     (b, t) attends to keys 0..q_pos[b, t] of row b, no others (padding queries may have any
@@ -35,13 +36,13 @@ def paged_attention(q: torch.Tensor, k_pool: torch.Tensor, v_pool: torch.Tensor,
     # HINT: One `F.scaled_dot_product_attention` with the mask `keys <= q_pos` (B, 1, T, L);
     #   pass `scale` through.
     B, H, T, D = q.shape
-    bs = k_pool.shape[1]
+    bs, Hk = k_pool.shape[1], k_pool.shape[2]
     last = q_pos.max(dim=1).values                            # (B,) last key each row needs
     L = int(last.max()) + 1
     nb = blocks_needed(L, bs)
     bt = block_tables[:, :nb].clamp_min(0).reshape(-1)        # (B * nb,) physical block ids
-    K = k_pool.index_select(0, bt).view(B, nb * bs, H, D)[:, :L]   # (B, L, H, D), one copy
-    V = v_pool.index_select(0, bt).view(B, nb * bs, H, D)[:, :L]
+    K = k_pool.index_select(0, bt).view(B, nb * bs, Hk, D)[:, :L]  # (B, L, H_kv, D), one copy
+    V = v_pool.index_select(0, bt).view(B, nb * bs, Hk, D)[:, :L]
     keys = torch.arange(L, device=q.device)
     stale = (keys > last[:, None]).nonzero(as_tuple=True)     # (row, key) past the row's length
     any_stale = len(stale[0]) > 0
@@ -56,7 +57,7 @@ def paged_attention(q: torch.Tensor, k_pool: torch.Tensor, v_pool: torch.Tensor,
     else:
         mask = (keys <= q_pos[:, :, None])[:, None]            # (B, 1, T, L)
     return F.scaled_dot_product_attention(q, K.transpose(1, 2), V.transpose(1, 2), attn_mask=mask,
-                                          is_causal=causal, scale=scale)
+                                          is_causal=causal, scale=scale, enable_gqa=Hk != H)
     # END SOLUTION
 
 
@@ -65,9 +66,10 @@ def _check_paged_args(q, k_pool, v_pool, block_tables, q_pos) -> None:
     if not (isinstance(q, torch.Tensor) and q.dim() == 4):
         raise ValueError(f"q must be a (B, H, T, D) tensor, got {getattr(q, 'shape', type(q).__name__)}")
     B, H, T, D = q.shape
-    if k_pool.dim() != 4 or k_pool.shape[2:] != (H, D) or v_pool.shape != k_pool.shape:
-        raise ValueError(f"k_pool and v_pool must both be (num_blocks, block_size, {H}, {D}), got "
-                         f"{tuple(k_pool.shape)} and {tuple(v_pool.shape)}")
+    if (k_pool.dim() != 4 or k_pool.shape[3] != D or not 1 <= k_pool.shape[2] <= H or H % k_pool.shape[2]
+            or v_pool.shape != k_pool.shape):
+        raise ValueError(f"k_pool and v_pool must both be (num_blocks, block_size, H_kv, {D}) with H_kv dividing "
+                         f"{H} (the query heads), got {tuple(k_pool.shape)} and {tuple(v_pool.shape)}")
     if block_tables.dim() != 2 or block_tables.shape[0] != B:
         raise ValueError(f"block_tables must be ({B}, max_blocks), got {tuple(block_tables.shape)}")
     if q_pos.shape != (B, T):

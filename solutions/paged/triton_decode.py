@@ -22,11 +22,13 @@ def _paged_decode_kernel(out_ptr, q_ptr, k_ptr, v_ptr, bt_ptr, seq_lens_ptr, sca
                          stride_qb, stride_qh, stride_kblock, stride_ktok, stride_khead,
                          stride_btb, stride_ob, stride_oh,
                          HEAD_DIM: tl.constexpr, BLOCK_SIZE: tl.constexpr,
-                         BLOCK_T: tl.constexpr, BLOCK_D: tl.constexpr):
+                         BLOCK_T: tl.constexpr, BLOCK_D: tl.constexpr, GROUP: tl.constexpr):
     """Decode attention for one (sequence b, head h) = (tl.program_id(0), tl.program_id(1)),
     launched on grid (B, H). Writes out[b, h] (HEAD_DIM values, in out's dtype) =
     softmax(q[b, h] . K^T * scale) V over the seq_lens[b] cached tokens of row b, whose token
     t lives in slot t % BLOCK_SIZE of block block_table[b, t // BLOCK_SIZE] of the pools.
+    GROUP query heads share one K/V head (grouped-query attention; 1: none): query head h
+    reads the pools' head h // GROUP.
     Invariants: fp32 arithmetic; the pools are read block by block in place (nothing of
     size seq_len is materialised, nothing is gathered); a slot at or past seq_len is never
     loaded (it may hold a previous owner's data or NaN); lanes past BLOCK_SIZE / HEAD_DIM
@@ -63,7 +65,7 @@ def _paged_decode_kernel(out_ptr, q_ptr, k_ptr, v_ptr, bt_ptr, seq_lens_ptr, sca
     for i in range(0, n_blocks):
         block = tl.load(bt_ptr + b * stride_btb + i).to(tl.int64)
         ok = t_ok & (i * BLOCK_SIZE + offs_t < seq_len)
-        offs = block * stride_kblock + offs_t[:, None] * stride_ktok + h * stride_khead + offs_d[None, :]
+        offs = block * stride_kblock + offs_t[:, None] * stride_ktok + (h // GROUP) * stride_khead + offs_d[None, :]
         tile_ok = ok[:, None] & d_ok[None, :]
         k = tl.load(k_ptr + offs, mask=tile_ok, other=0.0).to(tl.float32)   # (BLOCK_T, BLOCK_D)
         s = tl.sum(k * q[None, :], axis=1) * scale                          # (BLOCK_T,)
@@ -85,8 +87,9 @@ def paged_decode_triton(q: torch.Tensor, k_pool: torch.Tensor, v_pool: torch.Ten
     """`paged_attention` for decode (T = 1), as a Triton kernel: the same arguments and
     the same numbers (fp32 accumulation), without gathering K/V into a dense copy.
 
-    q (B, H, 1, D); k_pool, v_pool (num_blocks, block_size, H, D) one layer's pools (the
-    same strides, contiguous last dim); block_tables (B, max_blocks) int; q_pos (B, 1): the
+    q (B, H, 1, D); k_pool, v_pool (num_blocks, block_size, H_kv, D) one layer's pools (the
+    same strides, contiguous last dim; H_kv divides H: query head h reads K/V head
+    h // (H / H_kv), grouped-query attention); block_tables (B, max_blocks) int; q_pos (B, 1): the
     query's position, so row b's keys are 0..q_pos[b, 0]. Returns (B, H, 1, D) in q's
     dtype. CUDA tensors run the compiled kernel; CPU tensors run in Triton's interpreter,
     which needs TRITON_INTERPRET=1 in the environment before triton is first imported
@@ -109,7 +112,8 @@ def paged_decode_triton(q: torch.Tensor, k_pool: torch.Tensor, v_pool: torch.Ten
     # BEGIN SOLUTION 6.5
     # HINT: Launch `_kernel()[(B, H)](...)` on contiguous (B, H, D) queries, an output like
     #   them, int32 `seq_lens = q_pos[:, 0] + 1`, the strides in the kernel's order and
-    #   BLOCK_T / BLOCK_D = `triton.next_power_of_2` of block_size / D; return out[:, :, None].
+    #   BLOCK_T / BLOCK_D = `triton.next_power_of_2` of block_size / D, GROUP = H // H_kv;
+    #   return out[:, :, None].
     q2 = q[:, :, 0].contiguous()                                     # (B, H, D)
     out = torch.empty_like(q2)
     seq_lens = (q_pos[:, 0] + 1).to(torch.int32).contiguous()
@@ -119,7 +123,7 @@ def paged_decode_triton(q: torch.Tensor, k_pool: torch.Tensor, v_pool: torch.Ten
                    q2.stride(0), q2.stride(1), k_pool.stride(0), k_pool.stride(1), k_pool.stride(2),
                    bt.stride(0), out.stride(0), out.stride(1),
                    HEAD_DIM=D, BLOCK_SIZE=bs, BLOCK_T=triton.next_power_of_2(bs),
-                   BLOCK_D=triton.next_power_of_2(D))
+                   BLOCK_D=triton.next_power_of_2(D), GROUP=H // k_pool.shape[2])
     return out[:, :, None]
     # END SOLUTION
 
