@@ -96,7 +96,8 @@ class ServerProcess:
         args = (*args, "--request-log", str(self.log))
         self.url = f"http://127.0.0.1:{self.port}"
         impl = course.current_impl()
-        cmd = [sys.executable, "-m", "course", "--impl", impl, "serve", "--port", str(self.port), "--threads", "1",
+        cmd = [sys.executable, "-m", "course", "--impl", impl, "serve", "--model", "default", "--port", str(self.port),
+               "--threads", "1",
                "--max-batch-size", str(BATCH), "--grace", "5", *args,
                *(("--in-process",) if SMOKE else ())]  # smoke: one process a server, not two
 

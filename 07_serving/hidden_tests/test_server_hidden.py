@@ -290,8 +290,9 @@ def test_cli_sigterm_with_a_stream_in_flight_exits_0(tmp_path):
     # Port 0: the OS picks a free port at bind time (no pick-then-bind race with other
     # processes); uvicorn logs the port it got once the server accepts connections, which is
     # the readiness signal. The output goes to a file, never to a pipe nobody reads.
-    code = ("import sys, course; sys.exit(course.load('server').main(['--port', '0', '--grace', '600', "
-            "'--max-batch-size', '1', '--max-queue-tokens', '4096']))")  # one row: the requests in flight run one after another
+    # one row: the requests in flight run one after another
+    code = ("import sys, course; sys.exit(course.load('server').main(['--model', 'default', '--port', '0', "
+            "'--grace', '600', '--max-batch-size', '1', '--max-queue-tokens', '4096']))")
     log_path = tmp_path / "server.log"
     with open(log_path, "wb") as log_file:
         proc = subprocess.Popen([sys.executable, "-c", code], cwd=root(), stdout=log_file, stderr=subprocess.STDOUT,
@@ -444,7 +445,8 @@ def test_course_serve_in_bfloat16_answers_float32s_greedy_tokens(device, tmp_pat
     log = (tmp_path / "server.log").open("w")
     env = dict(os.environ, PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1")
     proc = subprocess.Popen([sys.executable, "-m", "course", "--impl", course.current_impl(), "serve",
-                             "--device", device, "--dtype", "bfloat16", "--port", str(port), "--grace", "2"],
+                             "--model", "default", "--device", device, "--dtype", "bfloat16", "--port", str(port),
+                             "--grace", "2"],
                             cwd=root(), env=env, stdout=log, stderr=subprocess.STDOUT)
     try:
         url = f"http://127.0.0.1:{port}"

@@ -15,7 +15,7 @@ The files, in exercise order (the lesson is in 07_serving.ipynb), then the given
     auth.py         BearerAuth: the API key on /v1/*                          given
     cli.py          main: `python -m solutions.server` (and __main__.py)      given
     demo.py         demo                                                      given
-    detokenizer.py  token ids -> text deltas, stop strings                    given
+    detokenizer.py  token ids -> text deltas (from token bytes), stop strings  given
     engine.py       make_engine (the engine the server runs), gemm_layout     given
     engine_client.py   the engine boundary: EngineClient, EngineHost, messages  given
     engine_loop.py  EngineLoop, EngineThread: the one thread that touches it   given
@@ -24,6 +24,7 @@ The files, in exercise order (the lesson is in 07_serving.ipynb), then the given
     hf_export.py    the model as a Hugging Face folder (for vLLM, transformers) given
     protocol.py     APIError, Limits, GenerationRequest, the chat template    given
     serve.py        serve_in_thread, ServerHandle                             given
+    served_model.py the model served (--model smollm2|default|PATH), its tokenizer  given
     state.py        ServerConfig, Job, ServerState (the engine's host)        given
 """
 
@@ -32,7 +33,7 @@ from .app import build_app
 from .cli import main
 from .deadlines import deadline_error, deadline_reason
 from .demo import demo
-from .detokenizer import Detokenizer
+from .detokenizer import BYTE_TEXT, Detokenizer, TokenText
 from .disconnect import next_events, stream_closed, until_disconnected
 from .engine import gemm_layout, make_engine
 from .engine_client import EngineClient, EngineHost
@@ -41,6 +42,7 @@ from .engine_process import EngineProcess
 from .metrics import LOG_KEYS, Metrics, request_log
 from .protocol import CHAT_ROLES, CHAT_TEMPLATE, MODEL_NAME, APIError, GenerationRequest, Limits, render_chat
 from .serve import ServerHandle, serve_in_thread
+from .served_model import ServedModel, ServedTokenizer, default_model, load_served
 from .shutdown import CourseServer, drain
 from .state import Job, ServerConfig, ServerState
 from .streaming import TokenStream, sse
@@ -50,8 +52,8 @@ __all__ = [
     "APIError", "Limits", "GenerationRequest", "CHAT_TEMPLATE", "render_chat", "parse_request", "token_budget",
     "Ticket", "AdmissionControl", "request_blocks", "deadline_reason", "until_disconnected", "next_events",
     "stream_closed",
-    "TokenStream", "sse", "Detokenizer", "LOG_KEYS", "request_log", "Metrics", "drain",
+    "TokenStream", "sse", "Detokenizer", "TokenText", "BYTE_TEXT", "LOG_KEYS", "request_log", "Metrics", "drain",
     "ServerConfig", "ServerState", "Job", "EngineClient", "EngineHost", "EngineLoop", "EngineThread", "EngineProcess",
     "build_app", "make_engine", "gemm_layout", "ServerHandle",
-    "serve_in_thread", "main", "demo",
+    "serve_in_thread", "main", "demo", "ServedModel", "ServedTokenizer", "default_model", "load_served",
 ]

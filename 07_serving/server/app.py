@@ -19,13 +19,13 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
 
 from solutions.paged import PagedEngine
-from solutions.tokenizer import ByteTokenizer
 
 from .auth import BearerAuth
 from .disconnect import next_events, stream_closed, until_disconnected
 from .engine_client import Delta, Error, Event, Finish
 from .engine_process import EngineProcess
 from .protocol import BODIES, APIError, bad, openapi
+from .served_model import ServedTokenizer
 from .state import Job, ServerConfig, ServerState
 from .streaming import TokenStream, sse
 from .tokenization import ENDPOINTS as TOKENIZER_ENDPOINTS
@@ -222,13 +222,13 @@ async def _guarded(request: HTTPRequest, state: ServerState, kind: str) -> Respo
         return APIError(500, f"internal error: {type(e).__name__}: {e}", type="internal_error").response()
 
 
-def build_app(engine: PagedEngine | EngineProcess, tokenizer: ByteTokenizer | None = None,
+def build_app(engine: PagedEngine | EngineProcess, tokenizer: ServedTokenizer | None = None,
               config: ServerConfig | None = None) -> FastAPI:
     """The FastAPI app over `engine` (run in a thread of this process, or an
-    `EngineProcess`); the engine starts and stops with the app's lifespan.
-    `app.state.course` is the ServerState."""
+    `EngineProcess`) and the served model's `tokenizer` (None or a ByteTokenizer: the byte
+    model's); the engine starts and stops with the app's lifespan. `app.state.course` is the ServerState."""
     config = config or ServerConfig()
-    state = ServerState(engine, tokenizer or ByteTokenizer(), config)
+    state = ServerState(engine, tokenizer, config)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI):

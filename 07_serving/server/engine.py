@@ -8,31 +8,49 @@ import torch
 from torch import nn
 
 from solutions.batching import ContinuousBatching, Engine
-from solutions.gpt import GPT
+from solutions.kv_cache import Decoder, embedding, kv_heads
 from solutions.paged import PagedEngine
 
 #: The server's defaults, chosen by measurement (the stage 07 lesson, "How many rows a step"):
 #: up to 128 rows a step, 2048 tokens a step (vLLM's CPU serving defaults, `max_num_seqs` and
-#: `max_num_batched_tokens`), KV memory for 64 whole contexts.
-MAX_BATCH_SIZE, MAX_TOKENS_PER_STEP, KV_CONTEXTS = 128, 2048, 64
+#: `max_num_batched_tokens`), KV memory for 64 whole contexts. KV_BYTES bounds that memory for
+#: a large model: SmolLM2-135M's K/V are 92 KB a token in float32 (the course model's 3 KB), so
+#: 64 of its 8192-token contexts would be 48 GB; 1 GiB holds 11,650 tokens (vLLM's CPU
+#: backend sizes its KV cache in bytes too, VLLM_CPU_KVCACHE_SPACE).
+MAX_BATCH_SIZE, MAX_TOKENS_PER_STEP, KV_CONTEXTS, KV_BYTES = 128, 2048, 64, 1 << 30
 
 
-def make_engine(model: GPT, *, max_batch_size: int = MAX_BATCH_SIZE,
+def kv_bytes_per_token(model: Decoder) -> int:
+    """Bytes of K and V one token holds in the cache: 2 x layers x K/V heads x head dim x
+    the model's element size (the cache is in the model's dtype)."""
+    cfg = model.config
+    return 2 * cfg.n_layer * kv_heads(model) * cfg.head_dim * embedding(model).element_size()
+
+
+def default_blocks(model: Decoder, block_size: int = 16) -> int:
+    """The server's KV memory in blocks: KV_CONTEXTS whole contexts of the model, at most
+    KV_BYTES of K/V, but at least one whole context (a prompt the context allows must fit)."""
+    context = model.config.block_size
+    tokens = min(KV_CONTEXTS * context, max(context, KV_BYTES // kv_bytes_per_token(model)))
+    return -(-tokens // block_size)
+
+
+def make_engine(model: Decoder, *, max_batch_size: int = MAX_BATCH_SIZE,
                 max_tokens_per_step: int | None = MAX_TOKENS_PER_STEP, block_size: int = 16,
                 num_blocks: int | None = None) -> Engine:
     """The engine the server runs: stage 06's PagedEngine (paged KV blocks, prefix caching,
     copy-on-write forks for n > 1) over stage 05's continuous batching with chunked prefill.
 
-    What bounds a step is the KV memory (`num_blocks`, default: `KV_CONTEXTS` whole contexts
-    of the model) and the token budget (`max_tokens_per_step`, vLLM's
+    What bounds a step is the KV memory (`num_blocks`, default `default_blocks`: KV_CONTEXTS
+    whole contexts of the model, at most KV_BYTES) and the token budget (`max_tokens_per_step`, vLLM's
     `max_num_batched_tokens`); `max_batch_size` (vLLM's `max_num_seqs`) only caps the rows."""
     if num_blocks is None:
-        num_blocks = -(-KV_CONTEXTS * model.config.block_size // block_size)
+        num_blocks = default_blocks(model, block_size)
     scheduler = ContinuousBatching(max_batch_size, max_tokens_per_step=max_tokens_per_step)
     return PagedEngine(model, scheduler, block_size=block_size, num_blocks=num_blocks)
 
 
-def gemm_layout(model: GPT) -> GPT:
+def gemm_layout(model: Decoder) -> Decoder:
     """`model` with every float32 CPU `nn.Linear` weight stored column-major, in place: the
     same values and shape, strides (1, out_features). `F.linear(x, W)` multiplies x by W's
     transpose, and with this layout that transpose is a plain row-major matrix, which the

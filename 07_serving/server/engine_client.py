@@ -25,6 +25,7 @@ from typing import Literal, NamedTuple, Protocol
 
 from solutions.batching import Request
 
+from .detokenizer import BYTE_TEXT, TokenText
 from .protocol import APIError, GenerationRequest
 
 
@@ -120,7 +121,9 @@ class EngineClient(Protocol):
     info: EngineInfo
     clock: Callable[[], float]
 
-    def start(self, host: EngineHost, deadlines: Deadlines) -> None: ...
+    def start(self, host: EngineHost, deadlines: Deadlines, text: TokenText = BYTE_TEXT) -> None:
+        """Start the engine loop: its events go to `host`; `text` is the served model's
+        (`detokenizer.TokenText`: each id's bytes, the end-of-sequence id)."""
 
     def submit(self, command: Command) -> None: ...
 

@@ -21,10 +21,9 @@ from dataclasses import dataclass, field
 
 from solutions.batching import Request, SamplingParams
 from solutions.paged import PagedEngine
-from solutions.tokenizer import EOT
 
 from .deadlines import deadline_error, deadline_reason
-from .detokenizer import Detokenizer
+from .detokenizer import BYTE_TEXT, Detokenizer, TokenText
 from .engine_client import CLOSED, Closed, Command, Deadlines, Delta, EngineHost, EngineInfo, Error, Event, Finish
 from .protocol import APIError, GenerationRequest
 
@@ -71,10 +70,11 @@ class _Seq:
 
 class EngineLoop:
     """One engine, its commands and its jobs; `run` until `stop`. Every method but
-    `submit` and `stop` runs on the loop's own thread."""
+    `submit` and `stop` runs on the loop's own thread. `text`: the served model's token
+    bytes and end-of-sequence id (the byte model's by default)."""
 
-    def __init__(self, engine: PagedEngine, host: EngineHost, deadlines: Deadlines):
-        self.engine, self.host, self.deadlines = engine, host, deadlines
+    def __init__(self, engine: PagedEngine, host: EngineHost, deadlines: Deadlines, text: TokenText = BYTE_TEXT):
+        self.engine, self.host, self.deadlines, self.text = engine, host, deadlines, text
         self.commands: queue.SimpleQueue[Command | None] = queue.SimpleQueue()  # None: wake up
         self.jobs: dict[str, _Job] = {}
         self.seqs: dict[str, _Seq] = {}
@@ -151,11 +151,12 @@ class EngineLoop:
         try:
             for p, prompt in enumerate(g.batch):
                 rid = job.id if len(g.batch) == 1 else f"{job.id}-p{p}"
-                base = Request(list(prompt), g.max_tokens, sampling=sampling, stop=[EOT], request_id=rid)
+                base = Request(list(prompt), g.max_tokens, sampling=sampling, stop=[self.text.eos_id],
+                               request_id=rid)
                 base.arrival = job.arrival
                 forks = self.engine.add_forked(base, g.n) if g.n > 1 else [self.engine.add_request(base)]
                 for j, r in enumerate(forks):
-                    seq = _Seq(job, p * g.n + j, r, Detokenizer(g.stop))
+                    seq = _Seq(job, p * g.n + j, r, Detokenizer(g.stop, self.text))
                     job.seqs[r.request_id] = seq
                     self.seqs[r.request_id] = seq
         except ValueError as e:
@@ -247,8 +248,8 @@ class EngineThread:
         self._loop: EngineLoop | None = None
         self._thread: threading.Thread | None = None
 
-    def start(self, host: EngineHost, deadlines: Deadlines) -> None:
-        self._loop = EngineLoop(self.engine, host, deadlines)
+    def start(self, host: EngineHost, deadlines: Deadlines, text: TokenText = BYTE_TEXT) -> None:
+        self._loop = EngineLoop(self.engine, host, deadlines, text)
         self._thread = threading.Thread(target=self._loop.run, name="course-engine", daemon=True)
         self._thread.start()
 

@@ -12,10 +12,10 @@ import reprlib
 from pydantic import ValidationError
 
 from solutions.checks import is_int
-from solutions.tokenizer import ByteTokenizer
 
 from . import protocol as schema
-from .protocol import REQUESTS, APIError, GenerationRequest, Limits, bad, render_chat
+from .protocol import REQUESTS, APIError, GenerationRequest, Limits, bad
+from .served_model import ServedTokenizer, as_served
 
 
 def token_budget(body: dict, kind: str, prompt_tokens: int, limits: Limits) -> tuple[int, int]:
@@ -40,22 +40,23 @@ def token_budget(body: dict, kind: str, prompt_tokens: int, limits: Limits) -> t
     raise NotImplementedError('Exercise 7.1: The token budget: n and max_tokens against the context — see 07_serving.ipynb')
 
 
-_BYTES = ByteTokenizer()  # parse_request's default tokenizer (it holds no state)
+_BYTES = as_served(None)  # parse_request's default tokenizer: the byte model's (it holds no state)
 
 
-def parse_request(body: object, kind: str, limits: Limits, tokenizer: ByteTokenizer = _BYTES) -> GenerationRequest:
+def parse_request(body: object, kind: str, limits: Limits, tokenizer: ServedTokenizer = _BYTES) -> GenerationRequest:
     """Validate a decoded JSON body for `kind` ("completion" or "chat"; anything else is a
     ValueError) against `limits` (given code, but for `token_budget`); return the
     GenerationRequest or raise APIError, whose `param` names the field. In this order:
     a body that is not an object (400); the schema (`protocol.REQUESTS[kind]`: a 400 from
     `api_error`, an unknown field first); a `model` not in limits.models (404, code
     "model_not_found"); this server's limits on the prompt (at most max_prompts of them,
-    token ids below vocab_size) and on `stop` (at most max_stop); `token_budget` (n, the
-    prompt's length against the context, max_tokens) on the prompt's tokens (chat: of the
-    rendered template; a batch: of its longest prompt, so every prompt gets the same
-    max_tokens); then `min_tokens` over max_tokens. A batch of exactly one prompt, `[p]`, is
-    `p`. `null` is the default for every optional field: no stop, temperature 1.0, top_p
-    None (also for 1), stream False, repetition_penalty 1.0, ignore_eos False, min_tokens 0."""
+    token ids below vocab_size; a text the tokenizer cannot spell) and on `stop` (at most
+    max_stop); `token_budget` (n, the prompt's length against the context, max_tokens) on
+    the prompt's tokens (chat: of the messages rendered by the model's chat template; a
+    batch: of its longest prompt, so every prompt gets the same max_tokens); then
+    `min_tokens` over max_tokens. A batch of exactly one prompt, `[p]`, is `p`. `null` is
+    the default for every optional field: no stop, temperature 1.0, top_p None (also for
+    1), stream False, repetition_penalty 1.0, ignore_eos False, min_tokens 0."""
     if kind not in REQUESTS:
         raise ValueError(f"kind must be 'completion' or 'chat', got {kind!r}")
     if not isinstance(body, dict):
@@ -146,13 +147,15 @@ def _param(loc: tuple) -> str:
     return param
 
 
-def _prompt_ids(req: schema.CompletionRequest | schema.ChatCompletionRequest, limits: Limits, tokenizer: ByteTokenizer
-                ) -> list[list[int]]:
+def _prompt_ids(req: schema.CompletionRequest | schema.ChatCompletionRequest, limits: Limits,
+                tokenizer: ServedTokenizer) -> list[list[int]]:
     """The prompts' token ids, one list per prompt: a completion's `prompt` (a string, a
     list of token ids, or a batch of either), at most `limits.max_prompts` of them, every
-    id below `limits.vocab_size`; or a chat's messages rendered by the chat template."""
+    id below `limits.vocab_size`; or a chat's messages rendered by the model's chat template."""
+    tokenizer = as_served(tokenizer)
     if isinstance(req, schema.ChatCompletionRequest):
-        return [tokenizer.encode(render_chat([{"role": m.role, "content": m.text} for m in req.messages]))]
+        messages = [{"role": m.role, "content": m.text} for m in req.messages]
+        return [tokenizer.encode(tokenizer.render_chat(messages), param="messages")]
     prompt = req.prompt
     batch = [prompt] if isinstance(prompt, str) or isinstance(prompt[0], int) else prompt
     if len(batch) > limits.max_prompts:

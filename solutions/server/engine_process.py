@@ -32,8 +32,9 @@ import torch
 import torch.multiprocessing as mp
 
 from solutions.batching import Request
-from solutions.gpt import GPT
+from solutions.kv_cache import Decoder
 
+from .detokenizer import BYTE_TEXT, TokenText
 from .engine import gemm_layout, make_engine
 from .engine_client import CLOSED, Closed, Command, Deadlines, EngineHost, Error, Event
 from .engine_loop import EngineThread
@@ -48,7 +49,7 @@ class EngineProcess:
     """The engine, started in a process of its own: an `EngineClient`. `info` comes from the
     process once it is up; RuntimeError if it fails to start within `start_timeout` s."""
 
-    def __init__(self, model: GPT, *, threads: int = 1, start_timeout: float = 120.0, **engine_kwargs):
+    def __init__(self, model: Decoder, *, threads: int = 1, start_timeout: float = 120.0, **engine_kwargs):
         ctx = mp.get_context("spawn")
         self.conn, child = ctx.Pipe()
         package = __name__.rpartition(".")[0]  # `course_student.server` for a learner's package
@@ -71,8 +72,8 @@ class EngineProcess:
         self._send_lock = threading.Lock()
         self._reader: threading.Thread | None = None
 
-    def start(self, host: EngineHost, deadlines: Deadlines) -> None:
-        self._send(("start", deadlines))
+    def start(self, host: EngineHost, deadlines: Deadlines, text: TokenText = BYTE_TEXT) -> None:
+        self._send(("start", deadlines, text))
         self._reader = threading.Thread(target=self._read, args=(host,), name="course-engine-reader", daemon=True)
         self._reader.start()
 
@@ -134,7 +135,7 @@ class _PipeHost:
         self.conn.send(("update_stats", (stats,)))
 
 
-def child_main(conn, model: GPT, engine_kwargs: dict, threads: int) -> None:
+def child_main(conn, model: Decoder, engine_kwargs: dict, threads: int) -> None:
     """The engine process: build the engine, say "ready", run it (an `EngineThread` whose
     host is the pipe), hand it each command, until told to stop or the HTTP process goes
     away (the pipe closes)."""
@@ -148,8 +149,8 @@ def child_main(conn, model: GPT, engine_kwargs: dict, threads: int) -> None:
         conn.send(("error", f"{type(e).__name__}: {e}"))
         return
     conn.send(("ready", engine.info))
-    _, deadlines = conn.recv()
-    engine.start(_PipeHost(conn), deadlines)
+    _, deadlines, text = conn.recv()
+    engine.start(_PipeHost(conn), deadlines, text)
     while True:
         try:
             message = conn.recv()

@@ -13,10 +13,10 @@ import uvicorn
 from fastapi import FastAPI
 
 from solutions.paged import PagedEngine
-from solutions.tokenizer import ByteTokenizer
 
 from .app import build_app
 from .engine_process import EngineProcess
+from .served_model import ServedTokenizer
 from .shutdown import CourseServer
 from .state import ServerConfig, ServerState
 
@@ -50,12 +50,12 @@ class ServerHandle:
         self.stop()
 
 
-def serve_in_thread(engine: PagedEngine | EngineProcess, tokenizer: ByteTokenizer | None = None,
+def serve_in_thread(engine: PagedEngine | EngineProcess, tokenizer: ServedTokenizer | None = None,
                     config: ServerConfig | None = None, *, host: str = "127.0.0.1", port: int = 0,
                     start_timeout: float = 10.0) -> ServerHandle:
     """Start a server on `host`:`port` (0: an ephemeral port) in a background thread and
     wait until it accepts connections; raise RuntimeError if it fails or is not up within
-    `start_timeout` seconds."""
+    `start_timeout` seconds. `tokenizer`: the served model's (None: the byte model's)."""
     config = config or ServerConfig()
     app = build_app(engine, tokenizer, config)
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)

@@ -20,6 +20,7 @@ from .engine_loop import EngineThread
 from .engine_process import EngineProcess
 from .metrics import Metrics, request_log
 from .protocol import MODEL_NAME, APIError, GenerationRequest, Limits
+from .served_model import ServedTokenizer, as_served
 from .streaming import TokenStream
 
 log = logging.getLogger("course.server")
@@ -71,10 +72,12 @@ class ServerState:
     the name 7.7's drain knows it by), admission, metrics, and the jobs in flight (`jobs`,
     the event loop's view: added by a handler, removed when its answer has been given).
     `engine`: stage 06's PagedEngine, run in a thread of this process, or an
-    `EngineProcess`."""
+    `EngineProcess`. `tokenizer`: the served model's (`served_model.ServedTokenizer`; None or
+    a ByteTokenizer: the byte model's), whose `text` the engine streams with."""
 
-    def __init__(self, engine: PagedEngine | EngineProcess, tokenizer: ByteTokenizer, config: ServerConfig):
-        self.config, self.tokenizer, self.engine = config, tokenizer, engine
+    def __init__(self, engine: PagedEngine | EngineProcess, tokenizer: ServedTokenizer | ByteTokenizer | None,
+                 config: ServerConfig):
+        self.config, self.tokenizer, self.engine = config, as_served(tokenizer), engine
         self.loop: EngineClient = EngineThread(engine) if isinstance(engine, PagedEngine) else engine
         info = self.loop.info
         self.admission = _admission(config, info.num_blocks, info.block_size, self.loop.clock)
@@ -90,7 +93,8 @@ class ServerState:
 
     # -- the HTTP side's verbs (the event loop's thread)
     def start(self) -> None:
-        self.loop.start(self, Deadlines(self.config.first_token_timeout_s, self.config.timeout_s))
+        self.loop.start(self, Deadlines(self.config.first_token_timeout_s, self.config.timeout_s),
+                        self.tokenizer.text)
 
     def add(self, job: Job) -> None:
         """Hand a job to the engine; its events arrive on `job.stream`."""

@@ -16,11 +16,9 @@ from typing import TypeVar
 
 from pydantic import ValidationError
 
-from solutions.dedup.byte_unicode import byte_chars
-from solutions.tokenizer import EOT, ByteTokenizer
-
 from . import protocol as schema
-from .protocol import Limits, bad, render_chat
+from .protocol import Limits, bad
+from .served_model import ServedTokenizer, as_served
 from .validation import api_error, check_model
 
 #: Each field's rule, as its `description` states it (for `api_error`'s 400s).
@@ -31,19 +29,14 @@ RULES = {
     "messages[]": "an object with role and content (and optionally a name)",
     "tokens[]": "an integer >= 0 (a token id)",
 }
-EOT_TEXT = "<|endoftext|>"  # end-of-text's token string (hf_export's tokenizer names it so)
 
 
-BYTE_CHARS = byte_chars()  # GPT-2's bytes_to_unicode, indexed by byte (stage 02's byte alphabet)
-
-
-def token_strs(tokenizer, ids: list[int]) -> list[str]:
+def token_strs(tokenizer: ServedTokenizer, ids: list[int]) -> list[str]:
     """Each id's token string, as Hugging Face's `convert_ids_to_tokens` writes it (what vLLM
-    returns): the tokenizer's own when it has that method; for the byte tokenizer, GPT-2's
-    byte alphabet ("Ġ" is a space) and "<|endoftext|>", as its export (hf_export.py) names them."""
-    if hasattr(tokenizer, "convert_ids_to_tokens"):
-        return list(tokenizer.convert_ids_to_tokens(ids))
-    return [EOT_TEXT if i == EOT else BYTE_CHARS[i] for i in ids]
+    returns): a BPE model's vocabulary strings ("ĠParis", "<|im_end|>"); for the byte
+    tokenizer, GPT-2's byte alphabet ("Ġ" is a space) and "<|endoftext|>", as its export
+    (hf_export.py) names them."""
+    return as_served(tokenizer).token_strs(ids)
 
 
 Body = TypeVar("Body", schema.TokenizeCompletionRequest, schema.TokenizeChatRequest, schema.DetokenizeRequest)
@@ -60,44 +53,47 @@ def _parse(model: type[Body], body: dict, limits: Limits) -> Body:
     return req
 
 
-def _chat_text(req: schema.TokenizeChatRequest) -> str:
+def _chat_text(req: schema.TokenizeChatRequest, tokenizer: ServedTokenizer) -> str:
     """The chat endpoint's rendering of `req.messages` (validation._prompt_ids renders them
     the same way); `continue_final_message` ends the text where the last message's content
     (stripped) ends, as `transformers`' apply_chat_template cuts it."""
     messages = [{"role": m.role, "content": m.text} for m in req.messages]
     if not req.continue_final_message:
-        return render_chat(messages, add_generation_prompt=req.add_generation_prompt is not False)
-    text, last = render_chat(messages, add_generation_prompt=False), messages[-1]["content"].strip()
+        return tokenizer.render_chat(messages, add_generation_prompt=req.add_generation_prompt is not False)
+    text, last = tokenizer.render_chat(messages, add_generation_prompt=False), messages[-1]["content"].strip()
     return text[:text.rindex(last) + len(last)]
 
 
-def tokenize(body: object, limits: Limits, tokenizer: ByteTokenizer) -> dict:
+def tokenize(body: object, limits: Limits, tokenizer: ServedTokenizer) -> dict:
     """The answer to POST /tokenize. `body` holds either `prompt` or `messages` (both: a 400
     naming "messages"; neither: "you must provide a prompt"); a `model` other than null or
     one of limits.models is a 404. Returns {"count": len(tokens), "max_model_len":
     limits.context, "tokens": ids, "token_strs": a list when return_token_strs is true, else
     None}. A prompt longer than the context is counted, not refused (that is how a client
     learns it would not fit). `add_special_tokens` changes nothing: the tokenizer adds no
-    BOS (nor does the completions endpoint). Raises APIError (400 naming the field, 404)."""
+    BOS (nor does the completions endpoint); special tokens in the text (`<|im_end|>`) are
+    one id each. Raises APIError (400 naming the field, 404)."""
+    tokenizer = as_served(tokenizer)
     if not isinstance(body, dict):
         raise bad(f"the request body must be a JSON object, got {type(body).__name__}")
     if "messages" in body and "prompt" in body:
         raise bad("give either prompt (a text) or messages (a chat), not both", param="messages")
     if "messages" in body:
         chat = _parse(schema.TokenizeChatRequest, body, limits)
-        text, wants_strs = _chat_text(chat), chat.return_token_strs
+        text, wants_strs, param = _chat_text(chat, tokenizer), chat.return_token_strs, "messages"
     else:
         req = _parse(schema.TokenizeCompletionRequest, body, limits)
-        text, wants_strs = req.prompt, req.return_token_strs
-    ids = tokenizer.encode(text)
+        text, wants_strs, param = req.prompt, req.return_token_strs, "prompt"
+    ids = tokenizer.encode(text, param=param)
     return {"count": len(ids), "max_model_len": limits.context, "tokens": ids,
             "token_strs": token_strs(tokenizer, ids) if wants_strs else None}
 
 
-def detokenize(body: object, limits: Limits, tokenizer: ByteTokenizer) -> dict:
+def detokenize(body: object, limits: Limits, tokenizer: ServedTokenizer) -> dict:
     """The answer to POST /detokenize: {"prompt": the text of `tokens`} (an empty list is "";
-    end-of-text decodes to nothing and bytes that are not valid UTF-8 to U+FFFD, as the
-    server's answers decode). An id not below limits.vocab_size is a 400 naming "tokens[i]"
+    the byte model's end-of-text decodes to nothing, a BPE model's special tokens to their
+    text as vLLM's /detokenize writes them; bytes that are not valid UTF-8 to U+FFFD, as
+    the server's answers decode). An id not below limits.vocab_size is a 400 naming "tokens[i]"
     (vLLM's schema refuses only ids below 0; this server refuses what /v1/completions
     would); a `model` other than null or one of limits.models is a 404."""
     if not isinstance(body, dict):
@@ -106,7 +102,7 @@ def detokenize(body: object, limits: Limits, tokenizer: ByteTokenizer) -> dict:
     for i, t in enumerate(ids):
         if t >= limits.vocab_size:
             raise bad(f"tokens[{i}] must be a token id in 0..{limits.vocab_size - 1}, got {t}", param=f"tokens[{i}]")
-    return {"prompt": tokenizer.decode(ids)}
+    return {"prompt": as_served(tokenizer).decode(ids)}
 
 
 #: The answer of each tokenizer endpoint, by path.
