@@ -7,7 +7,7 @@
     course release OUT [--through NN] | --hidden OUT   the learner's / the grader's repository
     course demo [--stages 01] [--device cpu|cuda] [--dtype float32|float16|bfloat16]
                                        run the reference stack end to end
-    course serve [--device ...] [--dtype ...] [--port N] ...   the stage 07 server (`course serve --help`)
+    course serve [--model smollm2|default|PATH] [--port N] ...   the stage 07 server (`course serve --help`)
     course bench 01 [-- ARGS]          run a stage's benchmark
     course profile [--stages ...] [--out DIR] [--device ...] [--dtype ...]   profile the stack, write a Markdown report
     course eval MODEL [--against BASELINE] [--json F]   evaluate a model; exit 1 on a regression (stage 03)
@@ -668,8 +668,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     # every argument goes to the server's own parser (prefix "+": none is an option here)
     s = sub.add_parser("serve", prefix_chars="+", add_help=False,
-                       help="run stage 07's OpenAI-compatible server: --device cpu|cuda --dtype "
-                            "float32|float16|bfloat16 --port N ... (`course serve --help`)")
+                       help="run stage 07's OpenAI-compatible server: --model smollm2|default|PATH --device "
+                            "cpu|cuda --dtype float32|float16|bfloat16 --port N ... (`course serve --help`)")
     s.add_argument("rest", nargs="*", metavar="ARGS", help="the server's arguments (`course serve --help`)")
     s.set_defaults(fn=cmd_serve)
 

