@@ -1199,10 +1199,36 @@ MUTATIONS = (
     # query's own key past the last block)
     M("06-paged-attention-in-float32", "paged",
       "    return F.scaled_dot_product_attention(q, K.transpose(1, 2), V.transpose(1, 2), attn_mask=mask,\n"
-      "                                          is_causal=causal, scale=scale)",
+      "                                          is_causal=causal, scale=scale, enable_gqa=Hk != H)",
       "    return F.scaled_dot_product_attention(q.float(), K.transpose(1, 2).float(), V.transpose(1, 2).float(),\n"
-      "                                          attn_mask=mask, is_causal=causal, scale=scale).to(q.dtype)",
+      "                                          attn_mask=mask, is_causal=causal, scale=scale,\n"
+      "                                          enable_gqa=Hk != H).to(q.dtype)",
       ("tests/test_paged_attention.py::test_float64_in_float64_out_to_float64_rounding",)),
+    # 6.4 and 6.5 on grouped-query pools (issue 30: a Llama's pools hold its K/V heads): the K/V
+    # heads tiled to the query heads by `repeat` (query head h then reads h % H_kv, not h // group),
+    # the gathered blocks viewed with the query heads' count, the kernel reading the pools at the
+    # query head itself, or launched with the K/V heads' count as the group
+    M("06-paged-attention-gqa-heads-repeated-not-interleaved", "paged",
+      "    return F.scaled_dot_product_attention(q, K.transpose(1, 2), V.transpose(1, 2), attn_mask=mask,\n"
+      "                                          is_causal=causal, scale=scale, enable_gqa=Hk != H)",
+      "    K, V = K.repeat(1, 1, H // Hk, 1), V.repeat(1, 1, H // Hk, 1)\n"
+      "    return F.scaled_dot_product_attention(q, K.transpose(1, 2), V.transpose(1, 2), attn_mask=mask,\n"
+      "                                          is_causal=causal, scale=scale)",
+      ("tests/test_paged_attention.py::test_grouped_query_heads_read_head_h_over_the_group",
+       "tests/test_paged_llama.py")),
+    M("06-paged-attention-pools-viewed-with-the-query-heads", "paged",
+      "K = k_pool.index_select(0, bt).view(B, nb * bs, Hk, D)[:, :L]",
+      "K = k_pool.index_select(0, bt).view(B, nb * bs, H, D)[:, :L]",
+      ("tests/test_paged_attention.py::test_grouped_query_heads_read_head_h_over_the_group",
+       "tests/test_paged_llama.py"),
+      more=(("V = v_pool.index_select(0, bt).view(B, nb * bs, Hk, D)[:, :L]",
+             "V = v_pool.index_select(0, bt).view(B, nb * bs, H, D)[:, :L]"),)),
+    M("06-kernel-reads-the-query-head-in-the-pools", "paged",
+      "(h // GROUP) * stride_khead", "h * stride_khead",
+      ("tests/test_paged_triton.py",)),
+    M("06-kernel-group-is-the-kv-heads", "paged",
+      "GROUP=H // k_pool.shape[2])", "GROUP=k_pool.shape[2])",
+      ("tests/test_paged_triton.py",)),
     M("06-paged-attention-one-key-too-few", "paged",
       "    L = int(last.max()) + 1\n",
       "    L = max(int(last.max()), 1)\n",

@@ -6,6 +6,9 @@
   wrong cache row or position. In float64 its top logits are ~1e-2 apart and batching
   changes them by ~1e-15, so "batched == alone" can be checked exactly.
 - `alone`: the oracle — stage 04's `generate` on one prompt at a time (`generate_alone`).
+- `llama`, `llama_alone`: the same for SmolLM2's architecture in miniature (issue 30): a random
+  `Llama` (RoPE; 9 query heads over 3 K/V heads, SmolLM2's ratio, of head dim 4; 2 layers,
+  width 36, context 48) in float64, matrices drawn with std 0.3 for the same reason.
 - `checked`: wraps an engine so that every step is followed by `check_invariants`.
 - `serve_trace`: replay a trace on a `ManualClock` (deterministic), invariants checked.
 
@@ -42,6 +45,27 @@ def alone(model):
     """alone(prompt: tuple, n, sampling=None, stop=()) -> (tokens, finish reason), generated
     alone (`generate_alone`, cached)."""
     return lru_cache(maxsize=None)(partial(generate_alone, model))
+
+
+@pytest.fixture(scope="session")
+def llama():
+    """A random Llama shaped as SmolLM2 in miniature (see the module docstring). `random_llama`
+    seeds torch's global generator: its state is put back, so a test's draws do not depend on
+    whether this fixture ran first."""
+    from solutions.train import random_llama
+
+    state = torch.random.get_rng_state()
+    try:
+        return random_llama(vocab_size=257, std=0.3, dtype=torch.float64, dim=36, n_heads=9, n_kv_heads=3,
+                            hidden_dim=48, max_seq_len=CONTEXT)
+    finally:
+        torch.random.set_rng_state(state)
+
+
+@pytest.fixture(scope="session")
+def llama_alone(llama):
+    """`alone` for `llama`."""
+    return lru_cache(maxsize=None)(partial(generate_alone, llama))
 
 
 def check_invariants(engine) -> None:

@@ -5,6 +5,9 @@
   the context, which would hide a wrong block or position). In float64 its top logits are
   far apart next to what paging changes (~1e-15), so outputs are compared exactly.
 - `alone`: the oracle — stage 04's `generate` on one prompt at a time (`generate_alone`).
+- `llama`, `llama_alone`: the same for SmolLM2's architecture in miniature (issue 30): a random
+  `Llama` (RoPE; 9 query heads over 3 K/V heads, SmolLM2's ratio, of head dim 4; 2 layers,
+  width 36, context 48) in float64, matrices drawn with std 0.3 (stage 05's conftest's twin).
 - `contiguous`: the other oracle — stage 05's `Engine` on the same trace.
 - `chunked_forward(model, cache, seqs, chunks)`: stage 04's forward_cached in ragged chunks,
   next to the full forward (the oracle).
@@ -57,6 +60,27 @@ def alone(model):
     """alone(prompt: tuple, n, sampling=None, stop=()) -> (tokens, finish reason), generated
     alone (`generate_alone`, cached)."""
     return lru_cache(maxsize=None)(partial(generate_alone, model))
+
+
+@pytest.fixture(scope="session")
+def llama():
+    """A random Llama shaped as SmolLM2 in miniature (see the module docstring). `random_llama`
+    seeds torch's global generator: its state is put back, so a test's draws do not depend on
+    whether this fixture ran first."""
+    from solutions.train import random_llama
+
+    state = torch.random.get_rng_state()
+    try:
+        return random_llama(vocab_size=257, std=0.3, dtype=torch.float64, dim=36, n_heads=9, n_kv_heads=3,
+                            hidden_dim=48, max_seq_len=CONTEXT)
+    finally:
+        torch.random.set_rng_state(state)
+
+
+@pytest.fixture(scope="session")
+def llama_alone(llama):
+    """`alone` for `llama`."""
+    return lru_cache(maxsize=None)(partial(generate_alone, llama))
 
 
 def _chunked_forward(model, cache, seqs: torch.Tensor, chunks):

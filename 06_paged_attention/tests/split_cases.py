@@ -22,8 +22,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import triton_cases  # noqa: E402
 
 NAN = float("nan")
-#: 6.5's cases as they are (the plan's own split: one, at these lengths), then split boundaries.
-CASES = [(name, B, H, H, D, bs, lengths, fill, None, None, 0) for name, B, H, D, bs, lengths, fill in triton_cases.CASES]
+#: 6.5's cases as they are (the plan's own split: one, at these lengths), then split boundaries;
+#: 6.5's grouped-query cases at the end (the indices of the cases before stay as they were).
+CASES = [(*triton_cases.unpack(c), None, None, 0) for c in triton_cases.CASES if len(c) == 7]
 CASES += [
     ("split of 8 tokens, every length a multiple of it", 3, 2, 2, 8, 4, [16, 8, 24], NAN, 2, 4, 0),
     ("split of 8 tokens, every length one token past it", 3, 2, 2, 8, 4, [17, 9, 25], NAN, 2, 4, 0),
@@ -34,6 +35,10 @@ CASES += [
     ("MQA: 4 heads on 1 KV head, block 3", 2, 4, 1, 8, 3, [7, 20], 0.0, 3, 4, 0),
     ("a wide table (the plan's 2 splits), shorter rows' last split empty", 3, 2, 2, 8, 4, [3, 200, 17], NAN,
      None, None, 13),
+]
+CASES += [(*triton_cases.unpack(c), None, None, 0) for c in triton_cases.CASES if len(c) > 7]
+CASES += [  # SmolLM2-135M's heads (9 on 3 K/V heads of 64, blocks of 16) over several splits (issue 30)
+    ("SmolLM2's heads in splits of 2 blocks, one block an iteration", 2, 9, 3, 64, 16, [70, 33], NAN, 2, 1, 0),
 ]
 
 #: The case of a pool too large for int32 offsets (run after CASES when no cases are given).

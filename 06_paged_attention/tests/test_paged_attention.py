@@ -113,3 +113,42 @@ def test_forward_cached_with_attend_equals_the_full_forward(model, chunked_forwa
             f"row {b}: forward_cached through the paged cache's attend (block size {bs}, ragged chunks "
             f"{[list(c) for c in schedule]}, then decode) differs from the float64 model's full forward: "
             f"each query sees its own row's keys 0..q_pos, at q's precision. {m}"))
+
+
+@pytest.mark.parametrize("H, H_kv", [(4, 2), (9, 3), (6, 1)], ids=["4-on-2", "smollm2-9-on-3", "mqa-6-on-1"])
+def test_grouped_query_heads_read_head_h_over_the_group(H, H_kv):
+    """Pools of H_kv K/V heads (a Llama's cache holds those, not the H query heads): query
+    head h reads K/V head h // (H / H_kv), as `repeat_interleave` lays them out. A chunk of
+    3 queries in ragged rows, then a decode; NaN in every stale slot."""
+    gen = torch.Generator().manual_seed(30 + H)
+    lengths, D, bs = [11, 4, 7], 8, 3
+    L = max(lengths)
+    K, V = torch.randn(3, H_kv, L, D, generator=gen), torch.randn(3, H_kv, L, D, generator=gen)
+    k_pool, v_pool, tables = scatter_into_blocks(K, V, lengths, bs, 16, gen)
+    group = H // H_kv
+    Kq, Vq = K.repeat_interleave(group, dim=1), V.repeat_interleave(group, dim=1)  # K/V head of each query head
+    for T in (3, 1):
+        q = torch.randn(3, H, T, D, generator=gen)
+        q_pos = torch.tensor([[n - T + t for t in range(T)] for n in lengths])
+        got = p.paged_attention(q, k_pool, v_pool, tables, q_pos)
+        assert got.shape == (3, H, T, D), f"{H} query heads on {H_kv} K/V heads: y is q's shape (3, {H}, {T}, {D})"
+        torch.testing.assert_close(got, dense_reference(q, Kq, Vq, q_pos), atol=1e-5, rtol=1e-5,
+                                   msg=lambda m, T=T: (
+            f"{H} query heads on pools of {H_kv} K/V heads, {T} new token(s) a row: query head h reads K/V "
+            f"head h // {group} (groups of {group} consecutive query heads share one K/V head: "
+            f"`repeat_interleave`, or `enable_gqa`; `repeat` tiles them in the wrong order). {m}"))
+
+
+def test_forward_cached_with_attend_on_a_llama_equals_the_full_forward(llama, chunked_forward):
+    """SmolLM2's architecture in miniature (conftest's `llama`: RoPE, 9 query heads on 3 K/V
+    heads, float64): its pools hold the 3 K/V heads; ragged chunked prefill, then decode."""
+    torch.manual_seed(2)
+    seqs = torch.randint(0, 257, (3, 30))
+    cache = p.PagedKVCache.for_model(llama, 3, max_len=48, block_size=4, num_blocks=30)
+    assert cache.k.shape[3] == 3, f"a Llama's pools hold its 3 K/V heads a token, got {tuple(cache.k.shape)}"
+    schedule = ([5, 1, 9], [7, 3, 1], [1, 1, 1], [1, 1, 1])
+    for b, got, want in chunked_forward(llama, cache, seqs, schedule):
+        torch.testing.assert_close(got, want, atol=1e-10, rtol=1e-10, msg=lambda m, b=b: (
+            f"row {b} of a Llama (9 query heads on 3 K/V heads, RoPE): forward_cached through the paged "
+            f"cache's attend (ragged chunks {[list(c) for c in schedule]}, then decode) differs from the "
+            f"full forward: query head h reads K/V head h // 3 of its own row's keys 0..q_pos. {m}"))

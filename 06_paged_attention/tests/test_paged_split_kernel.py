@@ -3,7 +3,8 @@
 As for 6.5, the kernels run on the CPU in Triton's interpreter, in a fresh process
 (`split_cases.py`, once per module, started at collection): every case of 6.5's tests, then
 split boundaries (lengths a multiple of the split, one token past it, one split only, two
-iterations a split), grouped-query heads (kv_heads < heads, a group of 3, one KV head), a
+iterations a split), grouped-query heads (kv_heads < heads, a group of 3, one KV head;
+SmolLM2-135M's 9 heads on 3 KV heads of 64, in the plan's split and in splits of 2 blocks), a
 wide table whose later splits are empty for the shorter rows, NaN in every stale slot, and
 the pool past int32 offsets. fp32, within 1e-5 of the PyTorch paged attention (6.4). The
 split plan and the argument checks are given code, tested here in-process. On a CUDA

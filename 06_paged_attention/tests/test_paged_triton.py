@@ -4,8 +4,10 @@ On the CPU it runs in Triton's interpreter, which must be switched on (TRITON_IN
 before triton is first imported; the rest of the suite may already have imported it in
 this process, so the cases run in a fresh Python process (`triton_cases.py`), once per
 module, and a pool too large for int32 offsets (4 GiB of address space, almost none of it
-backed) read through an int32 block table. On a CUDA machine the `gpu` tests run the
-compiled kernel here, including such a pool."""
+backed) read through an int32 block table. Two cases are grouped-query pools (issue 30):
+SmolLM2-135M's shapes (9 query heads on 3 K/V heads of 64, blocks of 16) and 8 heads on 2
+(a group of 4, not the K/V heads' count), where query head h reads K/V head h // GROUP. On
+a CUDA machine the `gpu` tests run the compiled kernel here, including such a pool."""
 
 from __future__ import annotations
 

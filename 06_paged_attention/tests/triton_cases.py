@@ -2,7 +2,12 @@
 TRITON_INTERPRET=1) and the GPU test: `python triton_cases.py` prints one JSON line per
 case with the largest difference from `paged_attention`, or the error it raised, then the
 case `BIG` (a pool past 2**31 elements read through an int32 block table). Other cases can
-be given as one JSON argument (a list of case tuples; then `BIG` is not run)."""
+be given as one JSON argument (a list of case tuples; then `BIG` is not run).
+
+A grouped-query case (an eighth field, the K/V heads, dividing the heads; issue 30) is
+compared with `paged_attention` on pools whose K/V heads are repeated to the query heads
+(`repeat_interleave`: query head h reads K/V head h // (heads / kv_heads)), so that 6.4's
+own grouped-query path is not the oracle of 6.5's."""
 
 from __future__ import annotations
 
@@ -13,14 +18,25 @@ from pathlib import Path
 
 import torch
 
-#: (name, batch, heads, head_dim, block_size, lengths, stale fill)
+#: (name, batch, heads, head_dim, block_size, lengths, stale fill[, kv_heads])
 CASES = [
     ("pow2 blocks", 3, 2, 8, 4, [1, 9, 16], 0.0),
     ("block size 3 (not a power of two)", 3, 2, 8, 3, [7, 1, 12], 0.0),
     ("block size 5, head dim 6", 2, 3, 6, 5, [11, 4], 0.0),
     ("stale NaN past every length", 3, 2, 8, 4, [3, 6, 13], float("nan")),
     ("one token, block size 1", 2, 1, 4, 1, [1, 5], float("nan")),
+    # grouped-query attention: SmolLM2-135M's heads (9 on 3 K/V heads of 64), and a group (4)
+    # that differs from the K/V heads' count (2), so that neither stands in for the other
+    ("GQA: SmolLM2's 9 heads on 3 KV heads, head dim 64", 2, 9, 64, 16, [37, 6], float("nan"), 3),
+    ("GQA: 8 heads on 2 KV heads (groups of 4)", 2, 8, 8, 4, [13, 5], float("nan"), 2),
 ]
+
+
+def unpack(case) -> tuple:
+    """(name, batch, heads, kv_heads, head_dim, block_size, lengths, fill) of a case (kv_heads =
+    heads where the case gives none)."""
+    name, B, H, D, bs, lengths, fill, *kv = case
+    return name, B, H, (kv[0] if kv else H), D, bs, lengths, fill
 
 
 def pools(B, H, D, bs, lengths, fill, device="cpu", dtype=torch.float32, seed=0):
@@ -97,12 +113,29 @@ def run_big_case(p, device="cpu", kernel: str = "paged_decode_triton") -> dict:
         return {"case": BIG, "error": f"{type(e).__name__}: {e}", "trace": traceback.format_exc()[-2000:]}
 
 
+def gqa_inputs(case, device="cpu", dtype=torch.float32):
+    """q (B, heads, 1, D) and the pools of kv_heads heads (`pools`), tables, q_pos."""
+    name, B, H, kvh, D, bs, lengths, fill = unpack(case)
+    q, k, v, tables, q_pos = pools(B, kvh, D, bs, lengths, fill, device, dtype)
+    if kvh != H:
+        g = torch.Generator().manual_seed(7)
+        q = torch.randn(B, H, 1, D, generator=g).to(device=device, dtype=dtype)
+    return q, k, v, tables, q_pos
+
+
+def reference(p, q, k, v, tables, q_pos) -> torch.Tensor:
+    """`paged_attention` in fp32 with the K/V heads repeated to q's: head h reads h // group."""
+    group = q.shape[1] // k.shape[2]
+    return p.paged_attention(q.float(), k.float().repeat_interleave(group, dim=2),
+                             v.float().repeat_interleave(group, dim=2), tables, q_pos)
+
+
 def run_case(p, case, device="cpu", dtype=torch.float32) -> dict:
-    name, B, H, D, bs, lengths, fill = case
+    name = case[0]
     try:
-        q, k, v, tables, q_pos = pools(B, H, D, bs, lengths, fill, device, dtype)
+        q, k, v, tables, q_pos = gqa_inputs(case, device, dtype)
         got = p.paged_decode_triton(q, k, v, tables, q_pos)
-        want = p.paged_attention(q.float(), k.float(), v.float(), tables, q_pos)
+        want = reference(p, q, k, v, tables, q_pos)
         return {"case": name, "shape": list(got.shape), "finite": bool(torch.isfinite(got).all()),
                 "max_err": float((got.float() - want).abs().max())}
     except Exception as e:  # reported to the test, which fails with it
