@@ -122,8 +122,8 @@ def main(argv: list[str] | None = None, prog: str = "python -m solutions.server"
     # waiting for it may wait 5 ms, a whole decode step here. Hand it over more often.
     sys.setswitchinterval(0.0005)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-    logging.getLogger("course.server").info("model %s on %s in %s, %d torch thread(s) of the %d core(s) given",
-                                            served.name, device, dtype_name(dtype), threads, args.threads)
+    logging.getLogger("course.server").info("model on %s in %s, %d torch thread(s) of the %d core(s) given: %s",
+                                            device, dtype_name(dtype), threads, args.threads, served.name)
     return _serve(args, served, threads)
 
 
