@@ -157,6 +157,19 @@ def test_chunked_prefill_with_the_smallest_budgets_matches_alone(serve_trace, as
 
 
 @pytest.mark.exercise("5.5")
+def test_a_llama_with_a_two_token_budget_matches_alone(llama, llama_alone, checked):
+    """SmolLM2's architecture in miniature (RoPE, 9 query heads on 3 K/V heads): prompts in
+    chunks of at most 2 tokens, each rotated at its own position."""
+    clock = b.ManualClock()
+    engine = checked(b.Engine(llama, b.ContinuousBatching(2, max_tokens_per_step=2), clock=clock))
+    result = b.replay(engine, trace(6, seed=12, rate=300.0), sleep=clock.sleep, step_time=0.01)
+    report_run(result)
+    for r in result.requests:
+        assert (r.output, r.finish_reason) == llama_alone(r.prompt, r.max_new_tokens), (
+            f"request {r.request_id} on the Llama, its prompt fed 2 tokens a step, differs from generating it alone")
+
+
+@pytest.mark.exercise("5.5")
 def test_plan_chunks_spends_the_budget_in_admission_order():
     sched = b.ContinuousBatching(3, max_tokens_per_step=10, max_cache_tokens=100)
     reqs = [b.Request(list(range(1, n + 1)), 4, arrival=float(i), request_id=f"r{i}") for i, n in enumerate((6, 9, 2))]

@@ -138,6 +138,25 @@ def test_paged_attention_float64_and_long_chunks(bs, T, data):
     torch.testing.assert_close(got, want, atol=1e-12, rtol=1e-12)
 
 
+@pytest.mark.exercise("6.4")
+def test_paged_attention_on_grouped_query_pools_in_float64():
+    """6 query heads on pools of 2 K/V heads (groups of 3), a chunk of 4 in rows of other lengths."""
+    gen = torch.Generator().manual_seed(606)
+    lengths, H, H_kv, D, T = [13, 6], 6, 2, 5, 4
+    K = torch.randn(2, H_kv, 13, D, generator=gen, dtype=torch.float64)
+    V = torch.randn(2, H_kv, 13, D, generator=gen, dtype=torch.float64)
+    q = torch.randn(2, H, T, D, generator=gen, dtype=torch.float64)
+    q_pos = torch.tensor([[n - T + t for t in range(T)] for n in lengths])
+    k_pool, v_pool, tables = _attention_tests.scatter_into_blocks(K, V, lengths, 4, 12, gen)
+    got = p.paged_attention(q, k_pool.double(), v_pool.double(), tables, q_pos)
+    course.answer("y", got, rtol=1e-7, atol=1e-10)
+    mask = (torch.arange(13) <= q_pos[:, :, None])[:, None]
+    want = F.scaled_dot_product_attention(q, torch.nan_to_num(K).repeat_interleave(3, 1),
+                                          torch.nan_to_num(V).repeat_interleave(3, 1), attn_mask=mask)
+    torch.testing.assert_close(got, want, atol=1e-12, rtol=1e-12,
+                               msg=lambda m: f"query head h reads K/V head h // 3: {m}")
+
+
 def _paged_attention_case(bs, T, seed, starts):
     """(paged_attention, the dense oracle) of a float64 case: 2 rows starting at `starts`, T new tokens."""
     gen = torch.Generator().manual_seed(seed)
@@ -160,6 +179,7 @@ def _paged_attention_case(bs, T, seed, starts):
 HIDDEN_KERNEL_CASES = [
     ["block size 7, head dim 12", 5, 2, 12, 7, [1, 8, 14, 22, 7], float("nan")],
     ["block size 32, long rows", 2, 1, 16, 32, [33, 96], 0.0],
+    ["GQA 6 heads on 2, block 7, head dim 12", 2, 6, 12, 7, [9, 20], float("nan"), 2],  # triton_cases: kv_heads last
 ]
 
 
@@ -264,6 +284,24 @@ def test_extreme_block_sizes_give_stage_05_tokens(model, serve, contiguous, bs):
     course.answer("outputs", [list(r.output) for r in res.requests])
     course.answer("finish_reasons", [r.finish_reason for r in res.requests])
     assert [r.output for r in res.requests] == want
+
+
+@pytest.mark.exercise("6.8")
+def test_a_llama_on_blocks_of_3_with_a_tight_pool_and_prefix_caching(llama, llama_alone, serve):
+    """SmolLM2's architecture in miniature (RoPE, 9 query heads on 3 K/V heads): blocks of 3,
+    3 tokens a step, a pool tight enough to preempt, prompts sharing 9 tokens."""
+    g = torch.Generator().manual_seed(68)
+    shared = torch.randint(0, 257, (9,), generator=g).tolist()
+    prompts = [tuple(shared + torch.randint(0, 257, (1 + i % 4,), generator=g).tolist()) for i in range(6)]
+    trace = Trace(tuple(TraceRequest(0.02 * i, pr, 12) for i, pr in enumerate(prompts)))
+    res = serve(lambda c: p.PagedEngine(llama, ContinuousBatching(3, max_tokens_per_step=3), block_size=3,
+                                        num_blocks=14, clock=c), trace)
+    course.answer("outputs", [list(r.output) for r in res.requests])
+    for r in res.requests:
+        assert (r.output, r.finish_reason) == llama_alone(r.prompt, 12), (
+            f"request {r.request_id} on the Llama (preempted {r.preemptions} times, {r.num_cached_tokens} prompt "
+            f"tokens from the prefix cache) differs from generating it alone")
+    assert res.engine.num_preemptions > 0 and res.engine.prefix_hits > 0
 
 
 @pytest.mark.exercise("6.8")
