@@ -70,7 +70,8 @@ class CausalSelfAttention(nn.Module):
         self.c_proj = nn.Linear(cfg.n_embd, cfg.n_embd)
         self.dropout = cfg.dropout
 
-    def qkv(self, x: torch.Tensor, positions: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def qkv(self, x: torch.Tensor,
+            positions: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """(B, T, C) -> q, k, v, each (B, H, T, D). `positions` is not used: GPT adds its
         positions at the embedding (the engines pass them to every decoder; Llama's rotate)."""
         B, T, C = x.shape

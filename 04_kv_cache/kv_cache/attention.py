@@ -1,6 +1,6 @@
 # GENERATED from solutions/kv_cache/attention.py by `course stubs --write`: fill in the bodies that raise NotImplementedError.
 # The lesson is 04_kv_cache/04_kv_cache.ipynb. Exercises in this file (line of each hole, then the commands):
-#   4.1 Attention against a cache: line 41; `course check 4.1`, `course hint 4.1`
+#   4.1 Attention against a cache: line 39; `course check 4.1`, `course hint 4.1`
 """Exercise 4.1: attention against a cache — prefill, chunked prefill and decode, one call."""
 
 from __future__ import annotations
@@ -10,17 +10,15 @@ from collections.abc import Sequence
 import torch
 import torch.nn.functional as F
 
-from .decoder import Decoder, check_decoder
-
 from .base import CacheProtocol
+from .decoder import Decoder, check_decoder
 
 
 @torch.no_grad()
 def forward_cached(model: Decoder, idx: torch.Tensor, cache: CacheProtocol, *,
                    rows: slice | torch.Tensor | Sequence[int] | None = None,
                    n_new: torch.Tensor | Sequence[int] | None = None) -> torch.Tensor:
-    """Run new tokens through `model` (a GPT or a Llama: decoder.py) against `cache`;
-    return logits (B, T, V), model's dtype.
+    """Run new tokens through `model` (GPT or Llama) against `cache`; return logits (B, T, V), its dtype.
 
     idx (B, T) int64/int32, right-padded; batch row b is cache row rows[b] (None: 0..B-1);
     n_new (B,): how many of idx[b]'s tokens are real (None: all T; 0: the row is untouched).

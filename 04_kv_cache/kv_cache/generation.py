@@ -1,6 +1,6 @@
 # GENERATED from solutions/kv_cache/generation.py by `course stubs --write`: fill in the bodies that raise NotImplementedError.
 # The lesson is 04_kv_cache/04_kv_cache.ipynb. Exercises in this file (line of each hole, then the commands):
-#   4.6 generate with any cache or none: line 40; `course check 4.6`, `course hint 4.6`
+#   4.6 generate with any cache or none: line 39; `course check 4.6`, `course hint 4.6`
 """Exercise 4.6: `generate` — the decoding loop, with any cache or none."""
 
 from __future__ import annotations
@@ -10,9 +10,8 @@ from collections.abc import Iterable, Sequence
 
 import torch
 
-from .decoder import Decoder, embedding
-
 from .attention import forward_cached
+from .decoder import Decoder, embedding
 from .options import CACHES, GenerationResult, check_generate
 from .sampling import sample
 

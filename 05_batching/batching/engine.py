@@ -1,6 +1,6 @@
 # GENERATED from solutions/batching/engine.py by `course stubs --write`: fill in the bodies that raise NotImplementedError.
 # The lesson is 05_batching/05_batching.ipynb. Exercises in this file (line of each hole, then the commands):
-#   5.6 Preemption, requeue and abort: lines 40, 49; `course check 5.6`, `course hint 5.6`
+#   5.6 Preemption, requeue and abort: lines 39, 48; `course check 5.6`, `course hint 5.6`
 """Engine: the model, the stage-04 cache and a scheduler; one step at a time (5.6: abort, and
 taking a preempted request back into the queue)."""
 
@@ -13,8 +13,7 @@ from collections.abc import Callable
 import torch
 
 from solutions.checks import check_int
-from solutions.kv_cache import Decoder, check_decoder, embedding
-from solutions.kv_cache import KVCache
+from solutions.kv_cache import Decoder, KVCache, check_decoder, embedding
 
 from .model_runner import forward_chunks, sample_tokens
 from .outputs import StepOutput, StepRecord

@@ -1,6 +1,6 @@
 # GENERATED from solutions/batching/model_runner.py by `course stubs --write`: fill in the bodies that raise NotImplementedError.
 # The lesson is 05_batching/05_batching.ipynb. Exercises in this file (line of each hole, then the commands):
-#   5.2 Static batching and the ragged step: line 38; `course check 5.2`, `course hint 5.2`
+#   5.2 Static batching and the ragged step: line 37; `course check 5.2`, `course hint 5.2`
 """The model side of an engine step: one ragged forward over the planned chunks (5.2), and
 sampling each ready request's next token."""
 
@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import torch
 
-from solutions.kv_cache import Decoder, embedding
-from solutions.kv_cache import apply_repetition_penalty, forward_cached, sample
+from solutions.kv_cache import Decoder, apply_repetition_penalty, embedding, forward_cached, sample
 
 from .request import Request
 

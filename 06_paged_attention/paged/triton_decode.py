@@ -1,6 +1,6 @@
 # GENERATED from solutions/paged/triton_decode.py by `course stubs --write`: fill in the bodies that raise NotImplementedError.
 # The lesson is 06_paged_attention/06_paged_attention.ipynb. Exercises in this file (line of each hole, then the commands):
-#   6.5 A Triton paged-decode kernel: lines 41, 71; `course check 6.5`, `course hint 6.5`
+#   6.5 A Triton paged-decode kernel: lines 40, 70; `course check 6.5`, `course hint 6.5`
 """The Triton paged-decode kernel (6.5): decode attention straight from the pools, no gather."""
 
 from __future__ import annotations
@@ -29,9 +29,8 @@ def _paged_decode_kernel(out_ptr, q_ptr, k_ptr, v_ptr, bt_ptr, seq_lens_ptr, sca
     """Decode attention for one (sequence b, head h) = (tl.program_id(0), tl.program_id(1)),
     launched on grid (B, H). Writes out[b, h] (HEAD_DIM values, in out's dtype) =
     softmax(q[b, h] . K^T * scale) V over the seq_lens[b] cached tokens of row b, whose token
-    t lives in slot t % BLOCK_SIZE of block block_table[b, t // BLOCK_SIZE] of the pools.
-    GROUP query heads share one K/V head (grouped-query attention; 1: none): query head h
-    reads the pools' head h // GROUP.
+    t lives in slot t % BLOCK_SIZE of block block_table[b, t // BLOCK_SIZE] of the pools'
+    head h // GROUP (GROUP query heads share a K/V head: grouped-query attention; 1: none).
     Invariants: fp32 arithmetic; the pools are read block by block in place (nothing of
     size seq_len is materialised, nothing is gathered); a slot at or past seq_len is never
     loaded (it may hold a previous owner's data or NaN); lanes past BLOCK_SIZE / HEAD_DIM

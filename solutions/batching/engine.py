@@ -10,8 +10,7 @@ from collections.abc import Callable
 import torch
 
 from solutions.checks import check_int
-from solutions.kv_cache import Decoder, check_decoder, embedding
-from solutions.kv_cache import KVCache
+from solutions.kv_cache import Decoder, KVCache, check_decoder, embedding
 
 from .model_runner import forward_chunks, sample_tokens
 from .outputs import StepOutput, StepRecord

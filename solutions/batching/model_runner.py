@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from solutions.kv_cache import Decoder, embedding
-from solutions.kv_cache import apply_repetition_penalty, forward_cached, sample
+from solutions.kv_cache import Decoder, apply_repetition_penalty, embedding, forward_cached, sample
 
 from .request import Request
 

@@ -7,17 +7,15 @@ from collections.abc import Sequence
 import torch
 import torch.nn.functional as F
 
-from .decoder import Decoder, check_decoder
-
 from .base import CacheProtocol
+from .decoder import Decoder, check_decoder
 
 
 @torch.no_grad()
 def forward_cached(model: Decoder, idx: torch.Tensor, cache: CacheProtocol, *,
                    rows: slice | torch.Tensor | Sequence[int] | None = None,
                    n_new: torch.Tensor | Sequence[int] | None = None) -> torch.Tensor:
-    """Run new tokens through `model` (a GPT or a Llama: decoder.py) against `cache`;
-    return logits (B, T, V), model's dtype.
+    """Run new tokens through `model` (GPT or Llama) against `cache`; return logits (B, T, V), its dtype.
 
     idx (B, T) int64/int32, right-padded; batch row b is cache row rows[b] (None: 0..B-1);
     n_new (B,): how many of idx[b]'s tokens are real (None: all T; 0: the row is untouched).

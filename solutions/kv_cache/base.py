@@ -8,6 +8,7 @@ from typing import Protocol
 import torch
 
 from solutions.checks import check_int
+
 from .decoder import Decoder, check_decoder, embedding, kv_heads
 
 

@@ -34,10 +34,13 @@ def check_decoder(model, who: str = "model") -> None:
 
 def kv_heads(model: Decoder) -> int:
     """K/V heads per layer: what a cache stores per token (n_head for GPT, n_kv_heads for Llama)."""
-    cfg = model.config
-    return cfg.n_kv_heads if isinstance(model, Llama) else cfg.n_head
+    if isinstance(model, Llama):
+        return model.config.n_kv_heads
+    return model.config.n_head
 
 
 def embedding(model: Decoder) -> torch.Tensor:
     """The token embedding's weight (V, C): the model's dtype and device."""
-    return model.model.embed_tokens.weight if isinstance(model, Llama) else model.transformer.wte.weight
+    emb = model.model["embed_tokens"] if isinstance(model, Llama) else model.transformer["wte"]
+    assert isinstance(emb, torch.nn.Embedding)
+    return emb.weight

@@ -7,9 +7,8 @@ from collections.abc import Iterable, Sequence
 
 import torch
 
-from .decoder import Decoder, embedding
-
 from .attention import forward_cached
+from .decoder import Decoder, embedding
 from .options import CACHES, GenerationResult, check_generate
 from .sampling import sample
 

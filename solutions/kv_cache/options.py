@@ -6,9 +6,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from solutions.checks import check_int, is_int
-from .decoder import check_decoder
 
 from .concat_cache import ConcatKVCache
+from .decoder import check_decoder
 from .int8_cache import QuantizedKVCache
 from .prealloc_cache import KVCache
 from .sampling import check_sampling
