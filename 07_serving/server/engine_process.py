@@ -151,8 +151,13 @@ def child_main(conn, model: Decoder, engine_kwargs: dict, threads: int) -> None:
         conn.send(("error", f"{type(e).__name__}: {e}"))
         return
     conn.send(("ready", engine.info))
-    _, deadlines, text = conn.recv()
-    engine.start(_PipeHost(conn), deadlines, text)
+    try:
+        start = conn.recv()
+    except (EOFError, OSError):
+        return
+    if start[0] != "start":  # stopped before it was started (a server that failed to come up)
+        return
+    engine.start(_PipeHost(conn), *start[1:])
     while True:
         try:
             message = conn.recv()
