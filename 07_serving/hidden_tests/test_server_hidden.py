@@ -485,3 +485,28 @@ def test_an_error_made_in_the_engine_process_reaches_the_client(tiny_model, kit)
         course.answer("error", [r.status_code, sorted(r.json()["error"]), r.json()["error"]["code"]], exact=True)
     finally:
         h.stop()
+
+
+@pytest.mark.exercise("7.5")
+def test_a_bpe_model_streams_its_sampled_choices_whole(tmp_path, kit):
+    """A held-out tiny Llama GGUF (another seed) served with its own BPE tokenizer and ChatML
+    template: a seeded, sampled chat with n = 2, streamed and not, the same text per choice."""
+    from solutions.kv_cache.tiny_gguf import write_llama_gguf
+
+    served = srv.load_served(str(write_llama_gguf(tmp_path / "held_out.gguf", tokenizer=True, seed=5, n_kv=1)))
+    engine = srv.make_engine(served.model, max_batch_size=4, max_tokens_per_step=32, num_blocks=32)
+    with srv.serve_in_thread(engine, served.tokenizer, srv.ServerConfig(model_name="t"), start_timeout=60.0) as h:
+        oai = openai.OpenAI(base_url=f"{h.url}/v1", api_key="unused", max_retries=0, timeout=60)
+        kw = dict(model="t", messages=[{"role": "system", "content": "é"}, {"role": "user", "content": "the 🐍"}],
+                  max_tokens=10, n=2, temperature=0.9, seed=11)
+        whole = oai.chat.completions.create(**kw)
+        streamed = ["", ""]
+        for c in oai.chat.completions.create(**kw, stream=True):
+            for ch in c.choices:
+                streamed[ch.index] += ch.delta.content or ""
+        choices = sorted(whole.choices, key=lambda ch: ch.index)
+        got = [ch.message.content for ch in choices]
+        assert streamed == got, f"streamed {streamed}, not streamed {got}"
+        kit.assert_clean(h)
+    course.answer("choices", {"texts": got, "finish": [ch.finish_reason for ch in choices],
+                              "usage": [whole.usage.prompt_tokens, whole.usage.completion_tokens]}, exact=True)
