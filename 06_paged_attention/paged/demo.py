@@ -8,17 +8,19 @@ import time
 
 import torch
 
-from solutions.batching import ContinuousBatching, Engine, default_model
+from solutions.batching import ContinuousBatching, Engine, Request, default_model
 from solutions.gpt import on_one_thread
 from solutions.kv_cache import generate
+from solutions.kv_cache.demo import QUESTIONS, chat_ids, smollm2_for_demo
 
 from .engine import PagedEngine
 
 
 @on_one_thread
 def demo(device: str | torch.device = "cpu", dtype: torch.dtype = torch.float32) -> None:
-    """Serve requests sharing a system prompt on paged memory (the model on `device`, in
-    `dtype`); print utilisation and hits."""
+    """Serve requests sharing a system prompt on paged memory (the course's model on `device`,
+    in `dtype`); print utilisation and hits. Then SmolLM2-135M-Instruct (where installed): chat
+    requests sharing its chat template's system prompt, on paged memory with prefix caching."""
     from solutions.batching import ManualClock, replay
     from solutions.tokenizer import ByteTokenizer
     from solutions.workload import Trace, TraceRequest
@@ -79,3 +81,36 @@ def demo(device: str | torch.device = "cpu", dtype: torch.dtype = torch.float32)
     alone = generate(model, [list(trace.requests[0].prompt)], 24).tokens[0]
     print(f"\nevery engine gave every request the same tokens: {same}; "
           f"request 0 equals stage 04's generate alone: {runs['paged + prefix cache'][1].requests[0].output == alone}")
+    smollm2_paged(device, dtype)
+
+
+def smollm2_paged(device: str | torch.device, dtype: torch.dtype, max_new_tokens: int = 48) -> None:
+    """kv_cache.demo's QUESTIONS, greedy, on SmolLM2-135M-Instruct (where installed) through
+    the PagedEngine (blocks of 16, prefix caching): the first request alone for one step, so
+    its prompt's blocks are cached, then the others; their answers, the prefix-cache hits on
+    the chat template's default system prompt, the tokens/s."""
+    real = smollm2_for_demo(device, dtype)
+    print(f"\nSmolLM2-135M-Instruct on paged memory (blocks of 16, prefix caching): {len(QUESTIONS)} chat "
+          f"requests, greedy, up to {max_new_tokens} new tokens each, the others submitted a step after the first")
+    if real is None:
+        return
+    model, tok, gguf = real
+    prompts = [chat_ids(tok, gguf, q) for q in QUESTIONS]
+    shared = next(i for i, col in enumerate(zip(*prompts)) if len(set(col)) > 1)
+    eos = int(gguf.metadata["tokenizer.ggml.eos_token_id"])
+    engine = PagedEngine(model, ContinuousBatching(len(prompts)), block_size=16,
+                         max_len=max(map(len, prompts)) + max_new_tokens)
+    t0 = time.perf_counter()
+    requests = [engine.add_request(Request(prompts[0], max_new_tokens, stop=[eos]))]
+    engine.step()
+    requests += [engine.add_request(Request(p, max_new_tokens, stop=[eos])) for p in prompts[1:]]
+    while engine.has_unfinished():
+        engine.step()
+    secs = time.perf_counter() - t0
+    for question, r in zip(QUESTIONS, requests):
+        print(f"> {question}\n{tok.decode(r.output)}  [{len(r.output)} tokens, {r.finish_reason}]")
+    n = sum(len(r.output) for r in requests)
+    print(f"{n} tokens in {secs:.1f} s = {n / secs:.1f} tokens/s (1 torch thread). The prompts share their first "
+          f"{shared} tokens (ChatML's default system prompt); prefix-cache hits {engine.prefix_hits}/"
+          f"{engine.prefix_queries} prompt tokens ({engine.prefix_hits / max(1, engine.prefix_queries):.0%}): "
+          "whole blocks of 16 only")

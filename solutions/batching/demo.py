@@ -4,19 +4,23 @@ trace served by every policy."""
 from __future__ import annotations
 
 import abc
+import time
 from pathlib import Path
 
 import torch
 
 from solutions.gpt import DEFAULT_WEIGHTS, GPT, GPTConfig, load_default, on_one_thread
 from solutions.kv_cache import generate
+from solutions.kv_cache.demo import QUESTIONS, chat_ids, smollm2_for_demo
 from solutions.tokenizer import ByteTokenizer
 from solutions.workload import make_trace
 
 from .continuous import ContinuousBatching
 from .dynamic import DynamicBatching
+from .engine import Engine
 from .metrics import format_table
 from .replay import serve
+from .request import Request
 from .static import StaticBatching
 
 
@@ -34,8 +38,9 @@ def default_model(device: str | torch.device = "cpu", dtype: torch.dtype = torch
 
 @on_one_thread
 def demo(device: str | torch.device = "cpu", dtype: torch.dtype = torch.float32) -> None:
-    """Serve one trace with static, dynamic and continuous batching (the model on `device`,
-    in `dtype`), and compare."""
+    """Serve one trace with static, dynamic and continuous batching (the course's model on
+    `device`, in `dtype`), and compare; then SmolLM2-135M-Instruct (where installed) answering
+    a few chat requests at once through the continuous-batching Engine."""
     torch.manual_seed(0)
     model, what = default_model(device, dtype)
     tok = ByteTokenizer()
@@ -57,3 +62,28 @@ def demo(device: str | torch.device = "cpu", dtype: torch.dtype = torch.float32)
     if not same and dtype not in (torch.float32, torch.float64):
         print(f"({str(dtype).replace('torch.', '')} keeps 8-11 significant bits: a batch rounds differently from "
               "a request alone, and where the top two logits nearly tie the choice may go either way)")
+    smollm2_batch(device, dtype)
+
+
+def smollm2_batch(device: str | torch.device, dtype: torch.dtype, max_new_tokens: int = 48) -> None:
+    """kv_cache.demo's QUESTIONS, greedy, submitted at once to the continuous-batching Engine
+    on SmolLM2-135M-Instruct (where installed): each answer, then the batch's tokens/s."""
+    print("\nSmolLM2-135M-Instruct, the same Engine (continuous batching), "
+          f"{len(QUESTIONS)} chat requests at once, greedy, up to {max_new_tokens} new tokens each:")
+    real = smollm2_for_demo(device, dtype)
+    if real is None:
+        return
+    model, tok, gguf = real
+    prompts = [chat_ids(tok, gguf, q) for q in QUESTIONS]
+    eos = int(gguf.metadata["tokenizer.ggml.eos_token_id"])
+    engine = Engine(model, ContinuousBatching(len(prompts)), max_len=max(map(len, prompts)) + max_new_tokens)
+    t0 = time.perf_counter()
+    requests = [engine.add_request(Request(p, max_new_tokens, stop=[eos])) for p in prompts]
+    while engine.has_unfinished():
+        engine.step()
+    secs = time.perf_counter() - t0
+    for question, r in zip(QUESTIONS, requests):
+        print(f"> {question}\n{tok.decode(r.output)}  [{len(r.output)} tokens, {r.finish_reason}]")
+    n = sum(len(r.output) for r in requests)
+    print(f"{n} tokens in {secs:.1f} s = {n / secs:.1f} tokens/s over {len(engine.steps)} steps "
+          f"(prompts of {min(map(len, prompts))}-{max(map(len, prompts))} tokens; 1 torch thread)")
