@@ -110,7 +110,7 @@ def smollm2_paged(device: str | torch.device, dtype: torch.dtype, max_new_tokens
     for question, r in zip(QUESTIONS, requests):
         print(f"> {question}\n{tok.decode(r.output)}  [{len(r.output)} tokens, {r.finish_reason}]")
     n = sum(len(r.output) for r in requests)
+    hits = f"{engine.prefix_hits}/{engine.prefix_queries}"
     print(f"{n} tokens in {secs:.1f} s = {n / secs:.1f} tokens/s (1 torch thread). The prompts share their first "
-          f"{shared} tokens (ChatML's default system prompt); prefix-cache hits {engine.prefix_hits}/"
-          f"{engine.prefix_queries} prompt tokens ({engine.prefix_hits / max(1, engine.prefix_queries):.0%}): "
-          "whole blocks of 16 only")
+          f"{shared} tokens (the template's default system turn, then <|im_start|>user); prefix-cache hits {hits} "
+          f"prompt tokens ({engine.prefix_hits / max(1, engine.prefix_queries):.0%}): whole blocks of 16 only")
