@@ -64,6 +64,9 @@ class Request:
         num_computed  known tokens whose K/V are in the cache; slot: its cache row while
                      RUNNING (else None); generator: its own torch.Generator when it samples;
                      preemptions: how many times it was preempted
+        logprobs     one `logprobs.TokenLogprob` per output token when sampling.logprobs
+                     is set (else None); prompt_logprobs: the prompt's (its first None),
+                     computed once its prompt has run, when sampling.prompt_logprobs is set
         Bad arguments raise ValueError naming them (TypeError for `sampling`).
         """
         if isinstance(prompt, (str, bytes)) or not isinstance(prompt, Sequence) or len(prompt) == 0:
@@ -96,6 +99,8 @@ class Request:
         self.slot: int | None = None    # the cache row it holds while RUNNING
         self.generator: torch.Generator | None = None
         self.preemptions = 0
+        self.logprobs: list | None = None if self.sampling.logprobs is None else []
+        self.prompt_logprobs: list | None = None
 
     # -- what it knows and what is left to compute
     @property

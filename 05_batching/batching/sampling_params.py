@@ -20,7 +20,10 @@ class SamplingParams:
     `repetition_penalty` (> 0; stage 04's `apply_repetition_penalty` over the request's
     prompt + output before each draw), `min_tokens` (its stop tokens are masked, -inf,
     until it has made that many), `ignore_eos` (its stop tokens do not end it: the
-    Request keeps no stop tokens, and makes max_new_tokens tokens)."""
+    Request keeps no stop tokens, and makes max_new_tokens tokens); `logprobs` (an int k
+    >= 0: each sampled token's log-probability and its k most likely alternatives, kept in
+    `Request.logprobs`) and `prompt_logprobs` (k: each prompt token's, in
+    `Request.prompt_logprobs`), None for none, the raw model distribution (logprobs.py)."""
 
     temperature: float = 0.0
     top_k: int | None = None
@@ -29,6 +32,8 @@ class SamplingParams:
     repetition_penalty: float = 1.0
     min_tokens: int = 0
     ignore_eos: bool = False
+    logprobs: int | None = None
+    prompt_logprobs: int | None = None
 
     def __post_init__(self) -> None:
         check_sampling(self.temperature, self.top_k, self.top_p)
@@ -40,6 +45,9 @@ class SamplingParams:
         check_int("min_tokens", self.min_tokens, 0)
         if not isinstance(self.ignore_eos, bool):
             raise ValueError(f"ignore_eos must be a bool, got {self.ignore_eos!r}")
+        for name in ("logprobs", "prompt_logprobs"):
+            if getattr(self, name) is not None:
+                check_int(name, getattr(self, name), 0)
 
     @property
     def shapes_logits(self) -> bool:

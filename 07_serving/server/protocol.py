@@ -16,6 +16,10 @@ from pydantic.json_schema import models_json_schema
 from pydantic_core import PydanticCustomError
 
 MODEL_NAME = "course-gpt"
+#: The most alternatives a token's log-probabilities may list (completions' `logprobs`, chat's
+#: `top_logprobs`): vLLM's default `max_logprobs`, and OpenAI's chat limit (its legacy
+#: completions stop at 5).
+MAX_LOGPROBS = 20
 
 
 class APIError(Exception):
@@ -84,6 +88,9 @@ class GenerationRequest:
     ignore_eos: bool = False
     min_tokens: int = 0
     prompts: tuple[tuple[int, ...], ...] = ()   # a completion's batch of prompts; () = just prompt_ids
+    logprobs: int | None = None   # top alternatives per token (completions' logprobs, chat's top_logprobs)
+    echo: bool = False            # a completion answers its prompt first (with its logprobs, if asked)
+    echo_only: bool = False       # echo with max_tokens 0: the engine makes 1 token, the answer drops it
 
     @property
     def batch(self) -> tuple[tuple[int, ...], ...]:
@@ -168,7 +175,6 @@ class _GenerationBody(_Body):
     max_tokens: Budget = Field(None, description="an integer >= 1 that fits the context with the prompt")
     presence_penalty: Literal[0] | None = _no_op(0)
     frequency_penalty: Literal[0] | None = _no_op(0)
-    logprobs: Literal[False, 0] | None = _no_op(False, 0)
     logit_bias: Annotated[dict, Field(max_length=0)] | None = _no_op({})
 
     @model_validator(mode="after")
@@ -184,7 +190,10 @@ class CompletionRequest(_GenerationBody):
 
     prompt: Text | TokenIds | Annotated[list[Text | TokenIds], Field(min_length=1)] = Field(
         description="a non-empty string or a non-empty list of token ids, or a list of those (a batch)")
-    echo: Literal[False] | None = _no_op(False)
+    logprobs: int | None = Field(None, ge=0, le=MAX_LOGPROBS, description=f"an integer in 0..{MAX_LOGPROBS} "
+                                 "(each token's log-probability and that many alternatives)")
+    echo: bool | None = Field(None, description="a boolean (true: the answer starts with the prompt; "
+                                                "max_tokens may then be 0)")
     best_of: Literal[1] | None = _no_op(1)
     suffix: Literal[""] | None = _no_op("")
 
@@ -194,7 +203,16 @@ class ChatCompletionRequest(_GenerationBody):
 
     messages: list[ChatMessage] = Field(min_length=1, description="a non-empty list of messages")
     max_completion_tokens: Budget = Field(None, description="max_tokens' newer name (wins when set)")
-    top_logprobs: Literal[0] | None = _no_op(0)
+    logprobs: bool | None = Field(None, description="a boolean (true: each answer token's log-probability)")
+    top_logprobs: int | None = Field(None, ge=0, le=MAX_LOGPROBS, description=f"an integer in 0..{MAX_LOGPROBS} "
+                                     "(alternatives per token; needs logprobs true)")
+
+    @model_validator(mode="after")
+    def _top_needs_logprobs(self):  # OpenAI's rule, vLLM's wording
+        if self.top_logprobs and not self.logprobs:
+            raise PydanticCustomError("top_logprobs", "when using top_logprobs, logprobs must be set to true",
+                                      {"param": "top_logprobs"})
+        return self
 
 
 # ---- vLLM's tokenizer endpoints (POST /tokenize, POST /detokenize: no /v1), its field names and

@@ -41,11 +41,13 @@ class ServedTokenizer:
     ByteLevelBPE or the course's ByteTokenizer (anything with encode/decode);
     `chat(messages, add_generation_prompt)`: the model's chat template; `text`: its
     `TokenText`; `strs(ids)`: each id's token string as Hugging Face's
-    `convert_ids_to_tokens` writes it."""
+    `convert_ids_to_tokens` writes it; `chat_template`: the Jinja source of its template
+    (None: the byte model's, no Jinja)."""
 
     def __init__(self, tokenizer, chat: Callable[[list[dict], bool], str], text: TokenText,
-                 strs: Callable[[list[int]], list[str]]):
+                 strs: Callable[[list[int]], list[str]], chat_template: str | None = None):
         self.tokenizer, self._chat, self.text, self._strs = tokenizer, chat, text, strs
+        self.chat_template = chat_template
 
     def encode(self, text: str, param: str = "prompt") -> list[int]:
         """The ids of `text` (special tokens kept whole); a 400 naming `param` for text the
@@ -88,7 +90,7 @@ def bpe_tokenizer(bpe, gguf) -> ServedTokenizer:
     eos = int(gguf.metadata.get("tokenizer.ggml.eos_token_id", bpe.special_ids.get("<|im_end|>", 0)))
     text = TokenText(tuple(b"" if i in special else b for i, b in enumerate(bpe.token_bytes)), eos)
     return ServedTokenizer(bpe, lambda m, cue: render_chat(m, gguf, add_generation_prompt=cue), text,
-                           lambda ids: [bpe.tokens[i] for i in ids])
+                           lambda ids: [bpe.tokens[i] for i in ids], gguf.metadata.get("tokenizer.chat_template"))
 
 
 def as_served(tokenizer) -> ServedTokenizer:

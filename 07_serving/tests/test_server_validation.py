@@ -72,7 +72,11 @@ BAD = [
     ("include_usage not a bool", "completions", with_(OK, stream=True, stream_options={"include_usage": 1}), 400,
      "stream_options.include_usage"),
     ("unknown field", "completions", with_(OK, foo=1), 400, "foo"),
-    ("unsupported logprobs", "completions", with_(OK, logprobs=5), 400, "logprobs"),
+    ("logprobs past vLLM's 20", "completions", with_(OK, logprobs=21), 400, "logprobs"),
+    ("logprobs negative", "completions", with_(OK, logprobs=-1), 400, "logprobs"),
+    ("logprobs a bool", "completions", with_(OK, logprobs=True), 400, "logprobs"),
+    ("echo a string", "completions", with_(OK, echo="yes"), 400, "echo"),
+    ("max_tokens 0 with echo false", "completions", with_(OK, max_tokens=0, echo=False), 400, "max_tokens"),
     ("unsupported best_of", "completions", with_(OK, best_of=3), 400, "best_of"),
     ("chat: missing messages", "chat/completions", with_(CHAT, messages=_DROP), 400, "messages"),
     ("chat: empty messages", "chat/completions", with_(CHAT, messages=[]), 400, "messages"),
@@ -83,6 +87,11 @@ BAD = [
     ("chat: prompt is not a chat field", "chat/completions", with_(CHAT, prompt="x"), 400, "prompt"),
     ("chat: max_completion_tokens 0", "chat/completions", with_(CHAT, max_completion_tokens=0), 400,
      "max_completion_tokens"),
+    ("chat: logprobs an int", "chat/completions", with_(CHAT, logprobs=1), 400, "logprobs"),
+    ("chat: top_logprobs without logprobs", "chat/completions", with_(CHAT, top_logprobs=2), 400, "top_logprobs"),
+    ("chat: top_logprobs past 20", "chat/completions", with_(CHAT, logprobs=True, top_logprobs=21), 400,
+     "top_logprobs"),
+    ("chat: echo is not a chat field", "chat/completions", with_(CHAT, echo=True), 400, "echo"),
 ]
 
 

@@ -12,6 +12,7 @@ import torch
 from solutions.checks import check_int
 from solutions.kv_cache import Decoder, KVCache, check_decoder, embedding
 
+from .logprobs import TokenLogprob, prompt_logprobs, sample_logprobs
 from .model_runner import forward_chunks, sample_tokens
 from .outputs import StepOutput, StepRecord
 from .request import Request
@@ -93,6 +94,7 @@ class Engine:
         self.requests: dict[str, Request] = {}
         self.steps: list[StepRecord] = []
         self._seq = itertools.count()
+        self._logprobs: dict[str, TokenLogprob] = {}  # this step's, for `_retire` (logprobs.py)
 
     # -- the memory (a subclass with another cache overrides these three, and
     #    `_acquire` / `_release`: stage 06's PagedEngine owns memory by blocks)
@@ -245,6 +247,8 @@ class Engine:
             reason = request.append_token(token, now)
             if reason != "stop":
                 out.tokens.append((request, token))
+                if request.logprobs is not None:  # asked for: the kept token's entry
+                    request.logprobs.append(self._logprobs[request.request_id])
             if reason is not None:
                 self.scheduler.remove(request)
                 if self.scheduler.fixed_shape:
@@ -267,5 +271,23 @@ class Engine:
         return forward_chunks(self.model, self.cache, chunks)
 
     def _sample(self, requests: list[Request], logits: torch.Tensor) -> list[int]:
-        """Next token per request with its own sampling parameters (`sample_tokens`)."""
-        return sample_tokens(requests, logits)
+        """Next token per request with its own sampling parameters (`sample_tokens`); for the
+        requests that ask, log-probabilities of the raw `logits` (logprobs.py): the sampled
+        token's (kept for `_retire`) and, once, the prompt's. Nothing more for the others."""
+        tokens = sample_tokens(requests, logits)
+        self._logprobs.clear()
+        rows = [i for i, r in enumerate(requests) if r.sampling.logprobs is not None]
+        if rows:
+            picked = torch.tensor(rows, device=logits.device)
+            entries = sample_logprobs(logits[picked], [tokens[i] for i in rows],
+                                      [requests[i].sampling.logprobs or 0 for i in rows])
+            self._logprobs.update((requests[i].request_id, e) for i, e in zip(rows, entries))
+        scored: dict[tuple, list] = {}  # n forks of one prompt: scored once
+        for r in requests:
+            k = r.sampling.prompt_logprobs
+            if k is not None and r.prompt_logprobs is None:
+                key = (r.prompt, k)
+                if key not in scored:
+                    scored[key] = prompt_logprobs(self.model, r.prompt, k)
+                r.prompt_logprobs = scored[key]
+        return tokens

@@ -18,9 +18,11 @@ from starlette.requests import ClientDisconnect
 
 from solutions.paged import PagedEngine
 
+from . import tokenization
 from .auth import BearerAuth
+from .choices import Choices, chunk as _chunk
 from .disconnect import next_events, stream_closed, until_disconnected
-from .engine_client import Delta, Error, Event, Finish
+from .engine_client import Error, Event, Finish
 from .engine_process import EngineProcess
 from .protocol import BODIES, APIError, bad, openapi
 from .served_model import ServedTokenizer
@@ -30,23 +32,6 @@ from .tokenization import ENDPOINTS as TOKENIZER_ENDPOINTS
 from .validation import api_error, parse_request
 
 log = logging.getLogger("course.server")
-
-
-def _chunk(job: Job, choices: list[dict], usage: dict | None = None) -> dict:
-    obj = "text_completion" if job.gen.kind == "completion" else "chat.completion.chunk"
-    out = {"id": job.id, "object": obj, "created": job.created, "model": job.gen.model, "choices": choices}
-    if usage is not None:
-        out["usage"] = usage
-    return out
-
-
-def _choice(job: Job, index: int, text: str | None, finish: str | None, *, role: bool = False) -> dict:
-    if job.gen.kind == "completion":
-        return {"index": index, "text": text or "", "logprobs": None, "finish_reason": finish}
-    delta: dict = {"role": "assistant", "content": ""} if role else {}
-    if text:
-        delta["content"] = text
-    return {"index": index, "delta": delta, "logprobs": None, "finish_reason": finish}
 
 
 def _usage(prompt: int, completion: int) -> dict:
@@ -60,39 +45,25 @@ def _whole(g, finished: int) -> int:
     return g.n if finished >= g.num_choices else min(finished, g.n - 1)
 
 
-def _frames(job: Job, ev: Delta | Finish, roles_sent: set[int]) -> list[bytes]:
-    """The SSE frames of one event of a streaming job (a chat choice's first frame carries
-    the assistant role)."""
-    frames = []
-    if job.gen.kind == "chat" and ev.index not in roles_sent:
-        roles_sent.add(ev.index)
-        frames.append(sse(_chunk(job, [_choice(job, ev.index, None, None, role=True)])))
-    if isinstance(ev, Delta):
-        frames.append(sse(_chunk(job, [_choice(job, ev.index, ev.text, None)])))
-    else:
-        frames.append(sse(_chunk(job, [_choice(job, ev.index, None, ev.reason)])))
-    return frames
-
-
 async def _stream_events(state: ServerState, job: Job, first: list[Event]) -> AsyncIterator[bytes]:
     """The SSE body of a streaming job: `first` (already received), then events until
     every choice has finished; an error becomes an event, then [DONE]. If the client goes
     away, Starlette cancels this generator: the `finally` aborts the job."""
     g = job.gen
     finished: dict[int, Finish] = {}
-    roles_sent: set[int] = set()
+    choices = Choices(job, state.tokenizer)
     events = first
     try:
         while True:
-            for ev in events:
-                if isinstance(ev, Error):
-                    yield sse(ev.error.body())
-                    yield sse("[DONE]")
-                    return
-                if isinstance(ev, Finish):
-                    finished[ev.index] = ev
-                for frame in _frames(job, ev, roles_sent):
-                    yield frame
+            errors = [ev for ev in events if isinstance(ev, Error)]
+            events = events[:events.index(errors[0])] if errors else events
+            finished.update((ev.index, ev) for ev in events if isinstance(ev, Finish))
+            for frame in choices.frames(events):
+                yield frame
+            if errors:
+                yield sse(errors[0].error.body())
+                yield sse("[DONE]")
+                return
             if len(finished) == g.num_choices:
                 if g.include_usage:
                     prompt = sum(len(p) for p in g.batch)
@@ -162,16 +133,16 @@ async def _generate(request: HTTPRequest, state: ServerState, kind: str) -> Resp
 async def _collect(state: ServerState, job: Job, events: list[Event], gone: asyncio.Future) -> Response:
     """A non-streaming answer: gather every choice's text, racing the client's departure."""
     g = job.gen
-    texts = [""] * g.num_choices
+    choices = Choices(job, state.tokenizer)
     finished: dict[int, Finish] = {}
     while True:
         for ev in events:
             if isinstance(ev, Error):
                 return ev.error.response()
-            if isinstance(ev, Delta):
-                texts[ev.index] += ev.text
-            else:
+            if isinstance(ev, Finish):
                 finished[ev.index] = ev
+            else:
+                choices.add(ev)
         if len(finished) == g.num_choices:
             break
         events = await next_events(job.stream, gone)
@@ -179,16 +150,9 @@ async def _collect(state: ServerState, job: Job, events: list[Event], gone: asyn
             state.abort(job, "disconnect")
             return Response(status_code=499)
     usage = _usage(sum(len(p) for p in g.batch), sum(f.completion_tokens for f in finished.values()))
-    if g.kind == "completion":
-        choices = [{"index": i, "text": texts[i], "logprobs": None, "finish_reason": finished[i].reason}
-                   for i in range(g.num_choices)]
-        obj = "text_completion"
-    else:
-        choices = [{"index": i, "message": {"role": "assistant", "content": texts[i]}, "logprobs": None,
-                    "finish_reason": finished[i].reason} for i in range(g.num_choices)]
-        obj = "chat.completion"
+    obj = "text_completion" if g.kind == "completion" else "chat.completion"
     return JSONResponse({"id": job.id, "object": obj, "created": job.created, "model": g.model,
-                         "choices": choices, "usage": usage})
+                         "choices": choices.answer(finished), "usage": usage})
 
 
 async def _read_body(request: HTTPRequest, limit: int) -> bytes:
@@ -274,6 +238,10 @@ def _routes(app: FastAPI, state: ServerState) -> None:
 
     for path in TOKENIZER_ENDPOINTS:
         app.add_api_route(path, tokenizer, methods=["POST"], name=path.strip("/"))
+
+    @app.get("/tokenizer_info")  # vLLM's (lm-eval's remote tokenizer reads it)
+    async def tokenizer_info():
+        return tokenization.tokenizer_info(state.limits, state.tokenizer)
 
     @app.post("/v1/chat/completions")
     async def chat_completions(request: HTTPRequest):

@@ -3,7 +3,7 @@
     HTTP side (ServerState: the host)                  engine side (EngineLoop, one thread)
     ---------------------------------                  ------------------------------------
     client.submit(Add | Abort)         ------------->  applied between two steps
-    host.deliver([(job_id, event), ...])  <----------  once a step: Delta, Finish, Error, Closed
+    host.deliver([(job_id, event), ...])  <----------  once a step: Delta, Logprobs, Finish, Error, Closed
     host.record(request, reason)          <----------  a finished sequence (log line, metrics)
     host.update_stats(stats)              <----------  the engine between two steps (/health)
 
@@ -56,6 +56,17 @@ class Delta(NamedTuple):
     text: str
 
 
+class Logprobs(NamedTuple):
+    """Log-probability entries of choice `index` (`solutions.batching.logprobs.TokenLogprob`,
+    the prompt's first None): its newest sampled tokens', or, `prompt` True, its prompt's
+    (echo), sent before its first Delta. Only for a request that asked for them."""
+
+    kind: Literal["logprobs"]
+    index: int
+    entries: tuple
+    prompt: bool = False
+
+
 class Finish(NamedTuple):
     """Choice `index` has finished ("stop" or "length"), with its token counts."""
 
@@ -80,7 +91,7 @@ class Closed(NamedTuple):
 
 
 CLOSED = Closed()
-Event = Delta | Finish | Error
+Event = Delta | Logprobs | Finish | Error
 
 
 class Deadlines(NamedTuple):

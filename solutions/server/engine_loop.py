@@ -22,7 +22,19 @@ from solutions.paged import PagedEngine
 
 from .deadlines import deadline_error, deadline_reason
 from .detokenizer import BYTE_TEXT, Detokenizer, TokenText
-from .engine_client import CLOSED, Closed, Command, Deadlines, Delta, EngineHost, EngineInfo, Error, Event, Finish
+from .engine_client import (
+    CLOSED,
+    Closed,
+    Command,
+    Deadlines,
+    Delta,
+    EngineHost,
+    EngineInfo,
+    Error,
+    Event,
+    Finish,
+    Logprobs,
+)
 from .protocol import APIError, GenerationRequest
 
 log = logging.getLogger("course.server")
@@ -64,6 +76,7 @@ class _Seq:
     request: Request
     detok: Detokenizer
     reason: str | None = None   # the server's finish reason when it ends a sequence itself
+    echoed: bool = False        # its prompt's log-probabilities were sent (echo)
 
 
 class EngineLoop:
@@ -144,7 +157,8 @@ class EngineLoop:
         g = job.gen
         sampling = SamplingParams(temperature=g.temperature, top_p=g.top_p, seed=g.seed,
                                   repetition_penalty=g.repetition_penalty, min_tokens=g.min_tokens,
-                                  ignore_eos=g.ignore_eos)
+                                  ignore_eos=g.ignore_eos, logprobs=g.logprobs,
+                                  prompt_logprobs=g.logprobs if g.echo else None)
         self.jobs[job.id] = job
         try:
             for p, prompt in enumerate(g.batch):
@@ -177,6 +191,8 @@ class EngineLoop:
             seq = self.seqs.get(request.request_id)
             if seq is None:
                 continue
+            if self._logprobs(seq, request):  # echo with max_tokens 0: the token made is no answer
+                continue
             text, stopped = seq.detok.push(token, hold_stops=len(request.output) <= request.sampling.min_tokens)
             if text:
                 self._outbox.append((seq.job.id, Delta("delta", seq.index, text)))
@@ -189,6 +205,20 @@ class EngineLoop:
             if seq is not None:
                 self._finish(seq)
 
+    def _logprobs(self, seq: _Seq, request: Request, token: bool = True) -> bool:
+        """A token's log-probabilities (and, with echo, first the prompt's, once) for a request
+        that asked (`token` False: only the prompt's); True when the token is to be dropped
+        (`echo_only`)."""
+        g = seq.job.gen
+        if request.prompt_logprobs is not None and not seq.echoed:
+            seq.echoed = True
+            self._outbox.append((seq.job.id, Logprobs("logprobs", seq.index, tuple(request.prompt_logprobs), True)))
+        if g.echo_only or not token:
+            return g.echo_only
+        if request.logprobs:
+            self._outbox.append((seq.job.id, Logprobs("logprobs", seq.index, (request.logprobs[-1],))))
+        return False
+
     def _finish(self, seq: _Seq) -> None:
         """Retire a finished sequence: last text, finish event, log record, `forget`."""
         if self.seqs.pop(seq.request.request_id, None) is None:
@@ -196,10 +226,13 @@ class EngineLoop:
         job, r = seq.job, seq.request
         reason = seq.reason or r.finish_reason
         if reason in ("stop", "length"):
+            self._logprobs(seq, r, token=False)  # an echo whose only token was the end of sequence
+            reason = "length" if job.gen.echo_only else reason
             rest = seq.detok.flush()
             if rest:
                 self._outbox.append((job.id, Delta("delta", seq.index, rest)))
-            self._outbox.append((job.id, Finish("finish", seq.index, reason, len(r.prompt), len(r.output))))
+            made = 0 if job.gen.echo_only else len(r.output)
+            self._outbox.append((job.id, Finish("finish", seq.index, reason, len(r.prompt), made)))
         self.host.record(r, reason)
         self.engine.forget(r.request_id)  # engine.requests would otherwise grow for ever
         if not any(s.request.request_id in self.seqs for s in job.seqs.values()):

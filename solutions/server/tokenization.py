@@ -5,6 +5,9 @@ API process with the served model's tokenizer (no trip to the engine).
                  add_generation_prompt, continue_final_message, return_token_strs)
                  -> {"count", "max_model_len", "tokens", "token_strs"}
     /detokenize  {"tokens": [int, ...]} (+ model) -> {"prompt": str}
+    GET /tokenizer_info -> {"tokenizer_class", "eos_token", "bos_token", "pad_token",
+                 "chat_template", "model_max_length"} (vLLM's, behind its
+                 --enable-tokenizer-info-endpoint; lm-eval's "remote" tokenizer reads it)
 
 A prompt's ids are the ones /v1/completions encodes from that text; messages' ids the ones
 /v1/chat/completions renders and encodes: `count` is the `usage.prompt_tokens` either charges.
@@ -107,3 +110,13 @@ def detokenize(body: object, limits: Limits, tokenizer: ServedTokenizer) -> dict
 
 #: The answer of each tokenizer endpoint, by path.
 ENDPOINTS = {"/tokenize": tokenize, "/detokenize": detokenize}
+
+
+def tokenizer_info(limits: Limits, tokenizer: ServedTokenizer) -> dict:
+    """GET /tokenizer_info: what a client needs to tokenize as the server does (lm-eval's
+    remote tokenizer: the eos token's text, then /tokenize and /detokenize). The served
+    tokenizers add no BOS and have no pad token; the byte model has no Jinja template."""
+    tokenizer = as_served(tokenizer)
+    return {"tokenizer_class": type(tokenizer.tokenizer).__name__,
+            "eos_token": tokenizer.token_strs([tokenizer.text.eos_id])[0], "bos_token": None, "pad_token": None,
+            "chat_template": tokenizer.chat_template, "model_max_length": limits.context}

@@ -85,9 +85,11 @@ def parse_request(body: object, kind: str, limits: Limits, tokenizer: ServedToke
     max_stop); `token_budget` (n, the prompt's length against the context, max_tokens) on
     the prompt's tokens (chat: of the messages rendered by the model's chat template; a
     batch: of its longest prompt, so every prompt gets the same max_tokens); then
-    `min_tokens` over max_tokens. A batch of exactly one prompt, `[p]`, is `p`. `null` is
+    `min_tokens` over max_tokens (`echo` with max_tokens 0: judged as 1, made `echo_only`).
+    A batch of exactly one prompt, `[p]`, is `p`. `null` is
     the default for every optional field: no stop, temperature 1.0, top_p None (also for
-    1), stream False, repetition_penalty 1.0, ignore_eos False, min_tokens 0."""
+    1), stream False, repetition_penalty 1.0, ignore_eos False, min_tokens 0, logprobs None
+    (chat: `top_logprobs`, default 0, when `logprobs` is true), echo False."""
     if kind not in REQUESTS:
         raise ValueError(f"kind must be 'completion' or 'chat', got {kind!r}")
     if not isinstance(body, dict):
@@ -95,25 +97,30 @@ def parse_request(body: object, kind: str, limits: Limits, tokenizer: ServedToke
     try:
         req = REQUESTS[kind].model_validate(body)
     except ValidationError as e:
-        raise api_error(e.errors()) from None
+        raise api_error(e.errors(), _RULES_OF[kind]) from None
     check_model(req.model, limits)
     batch = _prompt_ids(req, limits, tokenizer)
     stop = [] if req.stop is None else [req.stop] if isinstance(req.stop, str) else req.stop
     if len(stop) > limits.max_stop:
         raise bad(f"stop must be a non-empty string or a list of at most {limits.max_stop} of them", param="stop")
-    # the longest prompt decides: every prompt of a batch gets the same max_tokens
-    max_tokens, n = token_budget(body, kind, max(len(p) for p in batch), limits)
+    # the longest prompt decides: every prompt of a batch gets the same max_tokens. echo with
+    # max_tokens 0 (vLLM's rule): the engine makes one token, which the answer drops
+    echo_only = kind == "completion" and bool(req.echo) and is_int(body.get("max_tokens")) and body["max_tokens"] == 0
+    max_tokens, n = token_budget({**body, "max_tokens": 1} if echo_only else body, kind,
+                                 max(len(p) for p in batch), limits)
     min_tokens = req.min_tokens or 0
     if min_tokens > max_tokens:
         raise bad(f"min_tokens={min_tokens} must not exceed max_tokens={max_tokens}", param="min_tokens")
     options = req.stream_options
+    logprobs = req.logprobs if kind == "completion" else (req.top_logprobs or 0) if req.logprobs else None
     return GenerationRequest(kind, req.model, tuple(batch[0]), max_tokens, n, tuple(stop),
                              1.0 if req.temperature is None else float(req.temperature),
                              None if req.top_p is None or req.top_p == 1 else float(req.top_p), req.seed,
                              bool(req.stream), options is not None and options.include_usage,
                              1.0 if req.repetition_penalty is None else float(req.repetition_penalty),
                              bool(req.ignore_eos), min_tokens,
-                             tuple(tuple(p) for p in batch) if len(batch) > 1 else ())
+                             tuple(tuple(p) for p in batch) if len(batch) > 1 else (), logprobs,
+                             kind == "completion" and bool(req.echo), echo_only)
 
 
 def check_model(model: str, limits: Limits) -> None:
@@ -133,6 +140,9 @@ _RULES = {
     **{f"stream_options.{name}": f.description for name, f in schema.StreamOptions.model_fields.items()},
     "messages[]": "an object with role and content (and optionally a name)",
 }
+#: Each endpoint's own (a field both have may mean two things: `logprobs`).
+_RULES_OF = {kind: {**_RULES, **{name: f.description for name, f in m.model_fields.items()}}
+             for kind, m in REQUESTS.items()}
 
 
 def api_error(errors: list[dict], rules: dict[str, str | None] | None = None) -> APIError:
