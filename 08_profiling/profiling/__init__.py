@@ -16,13 +16,16 @@ The files, in exercise order (the lesson is in 08_profiling.ipynb):
     metrics.py         given: stage 07's /metrics phase shares
     plots.py           given: the roofline, sweep and latency plots
     collect.py         given: collect, every measurement in one run (`course profile`)
+    decode_floor.py    given: a Llama's step cost, the matvec bandwidth, decode against its floor
     demo.py            given: the summary that ends `course demo`
 """
 
 from solutions.batching import default_model
 
-from .collect import SECTIONS, collect, cpu_clock_ok, cpu_sleep
+from .collect import BIG_MODEL, SECTIONS, collect, cpu_clock_ok, cpu_sleep
 from .cost import Cost, step_cost, weight_count
+from .decode_floor import (MATVEC_BYTES, decode_floor, floor_section, llama_step_cost, measure_matvec_bandwidth,
+                           model_step_cost)
 from .demo import demo
 from .engine_profile import EngineProfile, OpStat, _warm_profiler, label_engine, profile_engine
 from .latency import (LOG_KEYS, Recommendation, RequestLog, latency_breakdown, parse_request_log, recommend,
@@ -32,7 +35,7 @@ from .metrics import PHASE_METRICS, parse_metrics, phase_shares_from_metrics
 from .plots import plot_roofline
 from .report import _num, write_report
 from .roofline import Peak, RooflinePoint, classify, measure_peak_bandwidth, measure_peak_flops
-from .steps import ServingEngine, decode_engine, decode_step_fn, prefill_chunk_fn
+from .steps import DECODE_MAX_LEN, ServingEngine, decode_engine, decode_step_fn, engine_max_len, prefill_chunk_fn
 from .sweep import Knee, SweepPoint, batch_sweep, find_knee
 from .timers import Timing, synchronize, time_fn, time_naive, timing_pitfalls
 
@@ -46,5 +49,6 @@ __all__ = [
     "plot_roofline", "LOG_KEYS", "RequestLog", "parse_request_log", "record_from_request", "parse_metrics",
     "PHASE_METRICS", "phase_shares_from_metrics",
     "latency_breakdown", "Recommendation", "recommend", "SECTIONS", "cpu_sleep", "cpu_clock_ok", "collect",
-    "write_report", "demo",
+    "write_report", "demo", "BIG_MODEL", "DECODE_MAX_LEN", "engine_max_len", "MATVEC_BYTES", "llama_step_cost",
+    "model_step_cost", "measure_matvec_bandwidth", "decode_floor", "floor_section",
 ]

@@ -13,13 +13,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from solutions.checks import is_int
-from solutions.gpt import GPT
+from solutions.kv_cache.decoder import Decoder, embedding
 
 from .steps import decode_step_fn
 from .timers import time_fn
 
 
-def batch_sweep(model: GPT, batch_sizes: Sequence[int], *, context: int = 64, repeat: int = 5,
+def batch_sweep(model: Decoder, batch_sizes: Sequence[int], *, context: int = 64, repeat: int = 5,
                 warmup: int = 2, device=None, clock: Callable[[], float] = time.perf_counter) -> list[SweepPoint]:
     """Decode throughput against batch size: one `SweepPoint` per DISTINCT batch size,
     sorted by batch size. Each point times `decode_step_fn(model, B, context)` with

@@ -19,20 +19,23 @@ import numpy as np
 import torch
 
 from solutions.batching import ContinuousBatching, default_model, replay
-from solutions.gpt import GPT
+from solutions.kv_cache.decoder import Decoder, embedding
+from solutions.train import Llama
 from solutions.workload import make_trace
 
-from .cost import step_cost
+from .decode_floor import decode_floor, measure_matvec_bandwidth, model_step_cost
 from .engine_profile import profile_engine
 from .latency import latency_breakdown, parse_request_log, recommend, record_from_request
 from .memory import memory_breakdown
 from .roofline import classify, measure_peak_bandwidth, measure_peak_flops
-from .steps import ServingEngine, decode_engine, decode_step_fn, prefill_chunk_fn
+from .steps import ServingEngine, decode_engine, decode_step_fn, engine_max_len, prefill_chunk_fn
 from .sweep import batch_sweep, find_knee
 from .timers import _device_of, time_fn, timing_pitfalls
 
 #: The report's sections, in order (`course profile --stages` picks some).
 SECTIONS = ("timers", "ops", "memory", "sweep", "roofline", "latency")
+#: Parameters above which a model is "large" (SmolLM2's 134.5 M; the default model has ~1 M): fewer batches.
+BIG_MODEL = 20_000_000
 
 
 def _jsonable(o):
@@ -45,6 +48,17 @@ def _jsonable(o):
     if isinstance(o, (np.floating, np.integer)):
         return o.item()
     return o
+
+
+def _shape(model: Decoder) -> dict:
+    """The model's shape for the report: GPTConfig's names (n_embd: a Llama's dim), and a
+    Llama's K/V heads and SwiGLU width."""
+    cfg = model.config
+    if isinstance(model, Llama):
+        return {"n_layer": cfg.n_layers, "n_head": cfg.n_heads, "n_kv_heads": cfg.n_kv_heads, "n_embd": cfg.dim,
+                "hidden_dim": cfg.hidden_dim, "vocab_size": cfg.vocab_size, "block_size": cfg.max_seq_len}
+    return {"n_layer": cfg.n_layer, "n_head": cfg.n_head, "n_embd": cfg.n_embd, "vocab_size": cfg.vocab_size,
+            "block_size": cfg.block_size}
 
 
 def cpu_sleep(seconds: float) -> None:
@@ -62,13 +76,17 @@ def cpu_clock_ok(device) -> bool:
     return _device_of(device).type == "cpu" and torch.get_num_threads() == 1
 
 
-def collect(model: GPT | None = None, *, sections: Sequence[str] = SECTIONS, device=None, dtype=None,
+def collect(model: Decoder | None = None, *, sections: Sequence[str] = SECTIONS, device=None, dtype=None,
             quick: bool = False, trace_path: str | Path | None = None,
-            progress: Callable[[str], None] | None = None) -> dict:
+            progress: Callable[[str], None] | None = None, what: str | None = None) -> dict:
     """Run the measurements of `sections` on `model` (default: the course's default model,
     loaded straight onto `device` in `dtype`) and return them as one JSON-able dict — the
-    report's single source of numbers. A given model is moved to `device` / cast to `dtype`
-    when they are given (None: as it is).
+    report's single source of numbers. A given model (a GPT or a Llama such as SmolLM2,
+    named in the report by `what`) is moved to `device` / cast to `dtype` when they are
+    given (None: as it is). A model of more than BIG_MODEL parameters sweeps batches up to
+    64 (quick: 1, 4). The roofline also measures the bandwidth of a decode step's own
+    product (`measure_matvec_bandwidth`) and puts the batch-1 step against its floor
+    (data["roofline"]["decode_floor"], `decode_floor`).
 
     quick: fewer batch sizes and repeats (a few seconds; for demos and tests).
     Timings use the current torch thread count, recorded in `environment`; the timers,
@@ -84,14 +102,19 @@ def collect(model: GPT | None = None, *, sections: Sequence[str] = SECTIONS, dev
     if model is None:
         model, what = default_model(device=device or "cpu", dtype=dtype or torch.float32)
     else:
-        what = "a given model"
+        what = what or "a given model"
     if device is not None or dtype is not None:
         model = model.to(device=device, dtype=dtype)
-    device = model.transformer.wte.weight.device
+    device = embedding(model).device
     cfg = model.config
+    large = model.num_params() > BIG_MODEL
     repeat = 3 if quick else 7
-    batches = [1, 4, 16] if quick else [1, 2, 4, 8, 16, 32, 64, 128, 256]
-    big = 16 if quick else 32
+    if large:  # a step of SmolLM2 at batch 256 is ~1 s of one core: the knee is found well before
+        batches = [1, 4] if quick else [1, 2, 4, 8, 16, 32, 64]
+        big = 4 if quick else 16
+    else:
+        batches = [1, 4, 16] if quick else [1, 2, 4, 8, 16, 32, 64, 128, 256]
+        big = 16 if quick else 32
     context = min(64, cfg.block_size // 2)
     cpu_clock = cpu_clock_ok(device)
     clock = time.process_time if cpu_clock else time.perf_counter
@@ -101,9 +124,8 @@ def collect(model: GPT | None = None, *, sections: Sequence[str] = SECTIONS, dev
                         "torch": torch.__version__, "threads": torch.get_num_threads(), "quick": quick,
                         "engine": ServingEngine.__name__,
                         "clock": "process CPU time" if cpu_clock else "wall clock"},
-        "model": {"what": what, "params": model.num_params(), "n_layer": cfg.n_layer, "n_head": cfg.n_head,
-                  "n_embd": cfg.n_embd, "vocab_size": cfg.vocab_size, "block_size": cfg.block_size,
-                  "dtype": str(model.transformer.wte.weight.dtype).replace("torch.", "")},
+        "model": {"what": what, "params": model.num_params(), **_shape(model),
+                  "dtype": str(embedding(model).dtype).replace("torch.", "")},
         "conditions": {"context": context, "big_batch": big, "repeat": repeat},
     }
     if "timers" in sections:
@@ -143,12 +165,13 @@ def collect(model: GPT | None = None, *, sections: Sequence[str] = SECTIONS, dev
                                                             "min_gain": knee.min_gain}}
     if "roofline" in sections:
         say("roofline: peak FLOP/s and bandwidth, decode and prefill steps")
-        dtype = model.transformer.wte.weight.dtype
+        dtype = embedding(model).dtype
         pf = measure_peak_flops(device, dtype=dtype, seconds=0.15 if quick else 0.3, clock=clock)
         pb = measure_peak_bandwidth(device, seconds=0.15 if quick else 0.3, clock=clock)
         nb = torch.empty((), dtype=dtype).element_size()
         by_batch = {p["batch"]: p for p in data["sweep"]["points"]}
         chunk = min(128, cfg.block_size - context)
+        step_cost = model_step_cost
         steps = [("decode b=1", step_cost(cfg, batch=1, new_tokens=1, context=context, dtype_bytes=nb),
                   by_batch[1]["step_s"]),
                  (f"decode b={max(by_batch)}", step_cost(cfg, batch=max(by_batch), new_tokens=1, context=context,
@@ -157,18 +180,25 @@ def collect(model: GPT | None = None, *, sections: Sequence[str] = SECTIONS, dev
                   time_fn(prefill_chunk_fn(model, chunk, context=context), repeat=repeat, device=device,
                           clock=clock).median)]
         pts = [classify(n, c, s, pf.value, pb.value) for n, c, s in steps]
+        mv = measure_matvec_bandwidth(device, nbytes=(64 << 20) if quick else (256 << 20),
+                                      seconds=0.15 if quick else 0.3, clock=clock)
         data["roofline"] = {"peak_flops": pf.value, "peak_flops_conditions": pf.conditions,
                             "peak_bandwidth": pb.value, "peak_bandwidth_conditions": pb.conditions,
-                            "ridge": pf.value / pb.value, "points": [asdict(p) for p in pts]}
+                            "ridge": pf.value / pb.value, "points": [asdict(p) for p in pts],
+                            "matvec_bandwidth": mv.value, "matvec_bandwidth_conditions": mv.conditions,
+                            "decode_floor": decode_floor(pts[0].bytes, pts[0].seconds, mv.value)}
     if "latency" in sections:
         say("latency: a trace replayed through the engine, stage 07's request records")
-        n_req = 24 if quick else 64
+        n_req = (8 if quick else 32) if large else (24 if quick else 64)
         trace = make_trace(n_req, profile="mix", rate=200.0, seed=0)
         max_batch = 8
         sleep = cpu_sleep if cpu_clock else time.sleep
         warm = make_trace(8, profile="mix", rate=None, seed=1)
-        replay(ServingEngine(model, ContinuousBatching(max_batch), clock=clock), warm, sleep=sleep)  # warm-up
-        result = replay(ServingEngine(model, ContinuousBatching(max_batch), clock=clock), trace, sleep=sleep)
+        max_len = engine_max_len(model)
+        replay(ServingEngine(model, ContinuousBatching(max_batch), clock=clock, max_len=max_len), warm,
+               sleep=sleep)  # warm-up
+        result = replay(ServingEngine(model, ContinuousBatching(max_batch), clock=clock, max_len=max_len), trace,
+                        sleep=sleep)
         lines = [json.dumps(record_from_request(r)) for r in result.requests]
         log = parse_request_log(lines)
         bd = latency_breakdown(log.records)

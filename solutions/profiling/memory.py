@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from solutions.gpt import GPT
+from solutions.kv_cache.decoder import Decoder
 
 from .engine_profile import _warm_profiler
 from .timers import _device_of, synchronize
@@ -103,7 +103,7 @@ def peak_step_memory(fn: Callable[[], object], *, device=None) -> int:
     # END SOLUTION
 
 
-def memory_breakdown(model: GPT, engine) -> MemoryBreakdown:
+def memory_breakdown(model: Decoder, engine) -> MemoryBreakdown:
     """Account one engine's memory; returns a `MemoryBreakdown` (fields below) on
     `engine.device`, running exactly ONE `engine.step()`.
 

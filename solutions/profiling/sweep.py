@@ -10,13 +10,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from solutions.checks import is_int
-from solutions.gpt import GPT
+from solutions.kv_cache.decoder import Decoder, embedding
 
 from .steps import decode_step_fn
 from .timers import time_fn
 
 
-def batch_sweep(model: GPT, batch_sizes: Sequence[int], *, context: int = 64, repeat: int = 5,
+def batch_sweep(model: Decoder, batch_sizes: Sequence[int], *, context: int = 64, repeat: int = 5,
                 warmup: int = 2, device=None, clock: Callable[[], float] = time.perf_counter) -> list[SweepPoint]:
     """Decode throughput against batch size: one `SweepPoint` per DISTINCT batch size,
     sorted by batch size. Each point times `decode_step_fn(model, B, context)` with
@@ -33,7 +33,7 @@ def batch_sweep(model: GPT, batch_sizes: Sequence[int], *, context: int = 64, re
     #   comparison is strict; the sweep's throughput is rows per step time.
     # HINT: Loop over sorted(set(sizes)); the timed work is a fresh decode_step_fn per size.
     # HINT: Each point is SweepPoint(b, t.median, b / t.median, t.spread) for t = time_fn(...).
-    device = device or model.transformer.wte.weight.device
+    device = device or embedding(model).device
     points = []
     for b in sorted(set(sizes)):
         t = time_fn(decode_step_fn(model, b, context), warmup=warmup, repeat=repeat, device=device, clock=clock)
