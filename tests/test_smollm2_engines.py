@@ -7,7 +7,9 @@ default system prompt) x 32 new tokens, all prompts at once, must give token for
 - stage 04's `generate` (one ragged static batch of the 20 prompts, the preallocated cache);
 - stage 05's `Engine` (continuous batching, the 20 requests submitted at once, prompt chunks
   under a 256-token budget, so prefills and decodes share steps);
-- stage 06's `PagedEngine` (the same, blocks of 16, prefix caching on).
+- stage 06's `PagedEngine` (the same, blocks of 16, prefix caching on);
+- stage 07's server over the PagedEngine, in this process, 20 `openai` clients at once (the
+  text of the tokens up to the first `<|im_end|>`, where the server stops).
 
 The oracle is stored: `smollm2_engines_golden.json` beside this file holds transformers'
 tokens for each prompt, with the rendered prompt's ids, the GGUF file it was made from (size and
@@ -233,6 +235,44 @@ def test_paged_engine_equals_transformers(real):
                          max_len=max_len, clock=ManualClock())
     check_table(_serve(engine, ids), rows, tok, "stage 06's PagedEngine (20 requests at once, blocks of 16)")
 
+
+def test_http_with_concurrent_clients_equals_transformers(real):
+    """Stage 07's server over the PagedEngine, in this process: 20 unmodified `openai` clients
+    at once, each a chat of one user message (the server renders it with the file's template,
+    as the golden's prompts were), greedy, max_tokens 32. Each answer is the text of
+    transformers' tokens up to its first `<|im_end|>` (where the server stops, finish "stop";
+    else "length"), special tokens written as no text, as the server streams them."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import openai
+
+    from solutions.kv_cache import read_gguf, smollm2_path
+    from solutions.server import ServerConfig, make_engine, serve_in_thread
+    from solutions.server.served_model import bpe_tokenizer
+
+    model, tok, ids, rows = real
+    served = bpe_tokenizer(tok, read_gguf(smollm2_path()))
+    eos = served.text.eos_id
+    engine = make_engine(model, max_batch_size=len(ids), max_tokens_per_step=256, num_blocks=160)
+    with serve_in_thread(engine, served, ServerConfig(model_name="smollm2"), start_timeout=60.0) as h:
+        client = openai.OpenAI(base_url=f"{h.url}/v1", api_key="unused", max_retries=0, timeout=300)
+
+        def ask(question: str):
+            return client.chat.completions.create(model="smollm2", messages=[{"role": "user", "content": question}],
+                                                  max_tokens=MAX_NEW, temperature=0).choices[0]
+
+        with ThreadPoolExecutor(len(PROMPTS)) as pool:
+            answers = list(pool.map(ask, PROMPTS))
+    bad = []
+    for i, (choice, row) in enumerate(zip(answers, rows)):
+        tokens = row["tokens"][:row["tokens"].index(eos)] if eos in row["tokens"] else row["tokens"]
+        want = b"".join(served.text.token_bytes[t] for t in tokens).decode("utf-8", errors="replace")
+        reason = "stop" if eos in row["tokens"] else "length"
+        if (choice.message.content, choice.finish_reason) != (want, reason):
+            bad.append(f"prompt {i} ({row['prompt']!r}): {choice.message.content!r} ({choice.finish_reason}) "
+                       f"instead of {want!r} ({reason})")
+    assert not bad, ("stage 07's server, 20 concurrent clients: answers differ from transformers' greedy tokens "
+                     "of each prompt alone:\n" + "\n".join(bad))
 
 if __name__ == "__main__":
     if sys.argv[1:] == ["--refresh"]:
