@@ -68,11 +68,12 @@ def demo(device: str | torch.device = "cpu", dtype: torch.dtype = torch.float32)
 def smollm2_batch(device: str | torch.device, dtype: torch.dtype, max_new_tokens: int = 48) -> None:
     """kv_cache.demo's QUESTIONS, greedy, submitted at once to the continuous-batching Engine
     on SmolLM2-135M-Instruct (where installed): each answer, then the batch's tokens/s."""
-    print("\nSmolLM2-135M-Instruct, the same Engine (continuous batching), "
-          f"{len(QUESTIONS)} chat requests at once, greedy, up to {max_new_tokens} new tokens each:")
+    print()
     real = smollm2_for_demo(device, dtype)
     if real is None:
         return
+    print("SmolLM2-135M-Instruct, the same Engine (continuous batching), "
+          f"{len(QUESTIONS)} chat requests at once, greedy, up to {max_new_tokens} new tokens each:")
     model, tok, gguf = real
     prompts = [chat_ids(tok, gguf, q) for q in QUESTIONS]
     eos = int(gguf.metadata["tokenizer.ggml.eos_token_id"])

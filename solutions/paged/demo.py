@@ -87,11 +87,12 @@ def smollm2_paged(device: str | torch.device, dtype: torch.dtype, max_new_tokens
     the PagedEngine (blocks of 16, prefix caching): the first request alone for one step, so
     its prompt's blocks are cached, then the others; their answers, the prefix-cache hits on
     the chat template's default system prompt, the tokens/s."""
+    print()
     real = smollm2_for_demo(device, dtype)
-    print(f"\nSmolLM2-135M-Instruct on paged memory (blocks of 16, prefix caching): {len(QUESTIONS)} chat "
-          f"requests, greedy, up to {max_new_tokens} new tokens each, the others submitted a step after the first")
     if real is None:
         return
+    print(f"SmolLM2-135M-Instruct on paged memory (blocks of 16, prefix caching): {len(QUESTIONS)} chat "
+          f"requests, greedy, up to {max_new_tokens} new tokens each, the others submitted a step after the first")
     model, tok, gguf = real
     prompts = [chat_ids(tok, gguf, q) for q in QUESTIONS]
     shared = next(i for i, col in enumerate(zip(*prompts)) if len(set(col)) > 1)
