@@ -323,3 +323,33 @@ def test_tokenizer_endpoints_context_and_sampling_on_the_bpe_model(smollm2, clie
                                                      temperature=0.8, seed=7))
     assert r.usage.prompt_tokens == chat["count"], f"/tokenize counts {chat['count']}, the chat charges {r.usage}"
     assert [c.finish_reason for c in r.choices] == ["length", "length"] and r.usage.completion_tokens == 6, r
+
+
+@needs_wheel
+@pytest.mark.exercise("7.5")
+def test_logprobs_on_smollm2_agree_between_decode_and_prompt_scoring(smollm2, client, bpe):
+    """SmolLM2's log-probabilities two ways (the values themselves are checked against the model's
+    log-softmax on the tiny model, test_server_logprobs.py; loading SmolLM2's weights here too
+    would cost ~4 s): the greedy chat answer's `logprobs.content` (the engine's decode steps,
+    paged, batched) and the same tokens scored as a prompt with `echo` and `max_tokens` 0 (a
+    forward of its own, lm-eval's path) agree to float32 rounding; greedy tokens are their
+    position's most likely; the tokens' bytes are the BPE's and join to the answer."""
+    from solutions.kv_cache import render_chat
+
+    r = _todo(lambda: client.chat.completions.create(model=M, messages=QUESTION, temperature=0, max_tokens=4,
+                                                     logprobs=True, top_logprobs=3))
+    content = r.choices[0].logprobs.content
+    answer = bpe.encode(ANSWER)[:4]  # greedy: the answer's first 4 tokens ("The capital of France")
+    assert [bytes(e.bytes) for e in content] == [bpe.text.token_bytes[i] for i in answer], "each entry is one BPE token"
+    assert b"".join(bytes(e.bytes) for e in content).decode() == r.choices[0].message.content
+    for e in content:
+        assert e.top_logprobs[0].token == e.token and e.top_logprobs[0].logprob == e.logprob, (
+            f"greedy: {e.token!r} must be its position's most likely token, top {e.top_logprobs}")
+    prompt = bpe.encode(render_chat(QUESTION))
+    scored = client.completions.create(model=M, prompt=prompt + answer, max_tokens=0, echo=True, logprobs=1)
+    lp = scored.choices[0].logprobs
+    assert lp.token_logprobs[0] is None and len(lp.tokens) == len(prompt) + len(answer)
+    decode = [e.logprob for e in content]
+    assert lp.token_logprobs[len(prompt):] == pytest.approx(decode, abs=2e-3), (
+        "the answer's tokens scored as a prompt must have the log-probabilities the decode steps reported")
+    assert scored.choices[0].text.endswith(r.choices[0].message.content) and scored.usage.completion_tokens == 0
