@@ -510,3 +510,41 @@ def test_a_bpe_model_streams_its_sampled_choices_whole(tmp_path, kit):
         kit.assert_clean(h)
     course.answer("choices", {"texts": got, "finish": [ch.finish_reason for ch in choices],
                               "usage": [whole.usage.prompt_tokens, whole.usage.completion_tokens]}, exact=True)
+
+
+@pytest.mark.given
+def test_echo_logprobs_on_a_bpe_model_with_forks(tmp_path, kit):
+    """A held-out tiny Llama GGUF (seed 7) with its BPE: a batch of two token-id prompts, n = 2
+    seeded samples each, `echo`, `logprobs: 3`, max_tokens 1: every choice's prompt entries are
+    the model's log-softmax (the first null), the same for both forks of a prompt; the one
+    sampled token's log-probability is the model's for a token spelt as reported."""
+    import torch
+
+    from solutions.kv_cache.tiny_gguf import write_llama_gguf
+
+    served = srv.load_served(str(write_llama_gguf(tmp_path / "held_out.gguf", tokenizer=True, seed=7, n_kv=1)))
+    table = served.tokenizer.text.token_bytes
+    spelt = [b.decode("utf-8", errors="replace") if b else served.tokenizer.token_strs([i])[0]
+             for i, b in enumerate(table)]
+    prompts = [[5, 17, 40, 41, 99, 120, 7], [200, 3, 3, 64]]
+    engine = srv.make_engine(served.model, max_batch_size=4, max_tokens_per_step=32, num_blocks=32)
+    with srv.serve_in_thread(engine, served.tokenizer, srv.ServerConfig(model_name="t"), start_timeout=60.0) as h:
+        oai = openai.OpenAI(base_url=f"{h.url}/v1", api_key="unused", max_retries=0, timeout=60)
+        r = oai.completions.create(model="t", prompt=prompts, max_tokens=1, n=2, temperature=0.8, seed=2, logprobs=3,
+                                   echo=True)
+        kit.assert_clean(h)
+    got = []
+    for ch in sorted(r.choices, key=lambda c: c.index):
+        prompt = prompts[ch.index // 2]
+        with torch.no_grad():
+            ref = torch.log_softmax(served.model(torch.tensor([prompt]))[0].float(), dim=-1)
+        lp = ch.logprobs
+        assert lp.tokens[:len(prompt)] == [spelt[i] for i in prompt] and lp.token_logprobs[0] is None
+        want = [ref[t, prompt[t + 1]].item() for t in range(len(prompt) - 1)]
+        assert lp.token_logprobs[1:len(prompt)] == pytest.approx(want, abs=1e-4), f"choice {ch.index}: prompt entries"
+        last = lp.token_logprobs[-1]
+        assert any(spelt[i] == lp.tokens[-1] and abs(ref[-1, i].item() - last) < 1e-4 for i in range(len(spelt))), (
+            f"choice {ch.index}: the sampled token {lp.tokens[-1]!r} must have the model's log-probability, got {last}")
+        got.append({"tokens": lp.tokens, "logprobs": lp.token_logprobs[1:]})
+    assert got[0]["logprobs"][:-1] == got[1]["logprobs"][:-1], "two forks of one prompt: the same prompt entries"
+    course.answer("choices", got, atol=1e-4)
