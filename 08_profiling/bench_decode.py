@@ -14,8 +14,13 @@ bench decodes a chat prompt through stage 04's `generate` (greedy, preallocated 
                   steps only, the prompt's prefill cancels out; median over the repeats
   tokens/s        1000 / ms/token
   % of floor      floor ms / ms/token (100 %: decoding at the memory's speed)
+  matmuls ms      the model's Linear layers alone (the head included), each called once on one
+                  row in the model's order: the step without attention, norms, RoPE, sampling,
+                  the cache and the Python around them; median over the repeats
+  rest ms         ms/token - matmuls ms: what the rest of the step costs
   matmul %        the profiler's share of self CPU time in the matrix products (aten::mm,
-                  addmm, bmm, _weight_int8pack_mm) over a profiled generate of 8 tokens
+                  addmm, bmm, _weight_int8pack_mm) over 8 profiled decode steps (forward_cached
+                  of one token on the preallocated cache, after the prompt)
   top ops         the three operators with the most self time there, with their shares
 
 The bandwidth is measured in the same run, in alternation with the decodes (one measurement
@@ -82,12 +87,29 @@ def decode_seconds(kc, model, prompt: list[int], tokens: int, clock) -> float:
     return max(clock() - t0 - one, 1e-9) / tokens
 
 
-def profile_shares(kc, model, prompt: list[int]) -> tuple[float, str]:
-    """(matrix products' share of self CPU time, the top three operators) over generate(8)."""
+def matmuls_seconds(kc, model, clock) -> float:
+    """Seconds of one pass over the model's Linear layers (QuantLinear included), one row each."""
+    mods = [m for m in model.modules() if isinstance(m, (torch.nn.Linear, kc.QuantLinear))]
+    dtype = next(model.parameters()).dtype if not any(isinstance(m, kc.QuantLinear) for m in mods) else torch.float32
+    xs = [torch.randn(1, 1, m.in_features).to(dtype) for m in mods]
+    t0 = clock()
+    for m, x in zip(mods, xs):
+        m(x)
+    return clock() - t0
+
+
+def profile_shares(kc, model, prompt: list[int], steps: int = 8) -> tuple[float, str]:
+    """(matrix products' share of self CPU time, the top three operators) over `steps` decode
+    steps (`forward_cached` of one token on the preallocated cache, as generate's loop makes
+    them; the prompt's prefill runs before the profiler starts)."""
     from torch.profiler import ProfilerActivity, profile
 
+    cache = kc.KVCache.for_model(model, 1, max_len=len(prompt) + steps)
+    kc.forward_cached(model, torch.tensor([prompt]), cache)
+    token = torch.tensor([[prompt[-1]]])
     with profile(activities=[ProfilerActivity.CPU]) as prof:
-        kc.generate(model, [prompt], 8)
+        for _ in range(steps):
+            kc.forward_cached(model, token, cache)
     ops = [(e.key, e.self_cpu_time_total) for e in prof.key_averages()]
     total = sum(t for _, t in ops) or 1.0
     mm = sum(t for k, t in ops if k in MATMULS) / total
@@ -109,6 +131,7 @@ def main(argv=None) -> dict:
     models = variants(kc, model)
     mv_bytes = (4 << 20) if smoke else ((64 << 20) if args.quick else prof.MATVEC_BYTES)
     per_step: dict[str, list[float]] = {name: [] for name in models}
+    mm_only: dict[str, list[float]] = {name: [] for name in models}
     bandwidth: list[float] = []
     conditions = ""
     with torch.no_grad():
@@ -116,8 +139,10 @@ def main(argv=None) -> dict:
             peak = prof.measure_matvec_bandwidth("cpu", nbytes=mv_bytes, seconds=0.05 if smoke else 0.3, clock=clock)
             for name, m in models.items():
                 t = decode_seconds(kc, m, prompt, tokens, clock)
+                t_mm = matmuls_seconds(kc, m, clock)
                 if r >= args.warmup:
                     per_step[name].append(t)
+                    mm_only[name].append(t_mm)
             if r >= args.warmup:
                 bandwidth.append(peak.value)
                 conditions = peak.conditions
@@ -137,9 +162,10 @@ def main(argv=None) -> dict:
         floor = (wb + kv) / bw
         step = statistics.median(per_step[name])
         mm, top = shares[name]
+        t_mm = statistics.median(mm_only[name])
         report.add(name, **{"weight MB": wb / 1e6, "floor ms": 1e3 * floor, "ms/token": 1e3 * step,
-                            "tokens/s": 1 / step, "% of floor": 100 * floor / step, "matmul %": 100 * mm,
-                            "top ops": top})
+                            "tokens/s": 1 / step, "% of floor": 100 * floor / step, "matmuls ms": 1e3 * t_mm,
+                            "rest ms": 1e3 * (step - t_mm), "matmul %": 100 * mm, "top ops": top})
     report.add("bandwidth", **{"GB/s": bw / 1e9, "spread %": 100 * (max(bandwidth) - min(bandwidth)) / bw,
                                "conditions": conditions})
     return report.finish()

