@@ -56,3 +56,20 @@ def test_writes_the_report_and_replaces_an_earlier_one(capsys, tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["report"]  # no temporary folder left behind
     data = json.loads((out / "report.json").read_text())
     assert set(data["sweep"]["points"][0]) == {"batch", "step_s", "tokens_per_s", "spread"}
+
+
+def test_model_argument(capsys, tmp_path, monkeypatch):
+    """--model names default or smollm2; smollm2 without its wheel exits 2 naming the install
+    command, and leaves no folder behind."""
+    with pytest.raises(SystemExit) as e:
+        cli.main(["profile", "--model", "gpt5", "--out", str(tmp_path / "r")])
+    assert e.value.code == 2 and "invalid choice" in capsys.readouterr().err
+    import solutions.kv_cache.smollm2 as sm
+
+    def missing():
+        raise FileNotFoundError(f"SmolLM2's GGUF file is not installed: install it with `{sm.INSTALL}`")
+
+    monkeypatch.setattr(sm, "smollm2_path", missing)
+    rc, _, err = run(capsys, "--model", "smollm2", "--stages", "8.4", "--quick", "--out", str(tmp_path / "r"))
+    assert rc == 2 and err.startswith("error:") and sm.INSTALL in err, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == [], "no report folder, no temporary folder left"
