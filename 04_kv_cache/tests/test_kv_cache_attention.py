@@ -95,7 +95,8 @@ def test_decode_steps_equal_the_full_forward(decoder):
             f"decode of the token at position {t} ({t} cached): its logits differ from the full "
             f"forward's at {t}. A new token at absolute position p attends to every position 0..p "
             f"of its row: the whole cached prefix (cache.view of the new length, not just the new "
-            f"tokens) and itself. {m}"))
+            f"tokens) and itself; on a Llama its q and k are also rotated at p, the absolute position "
+            f"(attn.qkv(h, pos)), not at its index among the new tokens. {m}"))
         assert cache.lengths.tolist() == [t + 1], (
             f"after decoding position {t}, cache.lengths is {cache.lengths.tolist()}; it becomes "
             f"the new length, [{t + 1}], after the last layer")
