@@ -16,24 +16,22 @@ prof = course.load("profiling", impl="solution")
 
 def test_matvec_bandwidth_counts_the_weight_bytes():
     ticks = iter(range(1000))
-    ref = course.load("profiling", impl="solution")
-    peak = ref.measure_matvec_bandwidth("cpu", nbytes=1 << 20, in_features=256, clock=lambda: next(ticks))
+    peak = prof.measure_matvec_bandwidth("cpu", nbytes=1 << 20, in_features=256, clock=lambda: next(ticks))
     assert peak.value == 1 << 20, "one call per clock tick: the bandwidth is the weight's bytes per second"
     assert peak.conditions.startswith("matvec (1 x 256) @ (1024 x 256).T, 1 MiB of float32 on cpu")
 
 
 def test_collect_places_a_llamas_decode_step_against_its_floor():
     m = random_llama(vocab_size=64, dim=32, n_layers=2, n_heads=4, n_kv_heads=2, hidden_dim=48, max_seq_len=512)
-    ref = course.load("profiling", impl="solution")
-    data = ref.collect(m, sections=["roofline"], quick=True, what="a tiny Llama")
+    data = prof.collect(m, sections=["roofline"], quick=True, what="a tiny Llama")
     assert data["model"]["what"] == "a tiny Llama" and data["model"]["n_kv_heads"] == 2
     r = data["roofline"]
     b1 = next(p for p in r["points"] if p["name"] == "decode b=1")
     assert b1["bytes"] == prof.llama_step_cost(m.config, batch=1, new_tokens=1, context=64).bytes
     f = r["decode_floor"]
     assert f["floor_s"] == pytest.approx(b1["bytes"] / r["matvec_bandwidth"]) and f["step_s"] == b1["seconds"]
-    md = "\n".join(ref.floor_section(data))
+    md = "\n".join(prof.floor_section(data))
     assert "## Batch-1 decode against the memory-bandwidth floor" in md
     row = next(line for line in md.splitlines() if line.startswith("| decode b=1"))
-    assert re.findall(r"[\d.]+", row)[-1] == ref._num(100 * f["of_floor"]), row
-    assert ref.floor_section({"roofline": {"points": []}}) == []
+    assert re.findall(r"[\d.]+", row)[-1] == prof._num(100 * f["of_floor"]), row
+    assert prof.floor_section({"roofline": {"points": []}}) == []
