@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
@@ -80,15 +80,19 @@ class EvalReport:
     samples: list[dict]  # one per example: target, prediction, exact, similarity, codexglue_similarity
     sets: dict  # {"fingerprint", "construction"}
     seconds: float = 0.0
+    task: dict = field(default_factory=dict)  # {"name", "n", "acc", "acc_norm"} (smollm2_eval), or {}
 
     @property
     def metrics(self) -> dict[str, float]:
         """code.bpb, prose.bpb, exact_match, edit_similarity (what MARGINS gates), and
-        codexglue_edit_sim where the report has it (reported, not gated; older reports lack it)."""
+        codexglue_edit_sim where the report has it (reported, not gated; older reports lack it),
+        task_acc and task_acc_norm where it has a task (smollm2_eval; TASK_MARGINS there)."""
         out = {f"{k}.bpb": r["bpb"] for k, r in self.rows.items()}
         out.update(exact_match=self.completion["exact_match"], edit_similarity=self.completion["edit_similarity"])
         if "codexglue_edit_sim" in self.completion:
             out["codexglue_edit_sim"] = self.completion["codexglue_edit_sim"]
+        if self.task:
+            out.update(task_acc=self.task["acc"], task_acc_norm=self.task["acc_norm"])
         return out
 
     def table(self) -> str:
@@ -108,11 +112,16 @@ class EvalReport:
                       f"edit similarity (1 - Levenshtein/max) {c['edit_similarity']:.1f} %"]
         if "codexglue_edit_sim" in c:
             lines[-1] += f", CodeXGLUE edit sim (fuzz.ratio) {c['codexglue_edit_sim']:.2f}"
+        if self.task:
+            t = self.task
+            lines.append(f"task {t['name']}, {t['n']} questions (log-likelihood of each choice): "
+                         f"acc {t['acc']:.4f}, acc_norm {t['acc_norm']:.4f}")
         return "\n".join(lines)
 
     def to_dict(self) -> dict:
         return {"model": self.model, "rows": self.rows, "completion": self.completion, "samples": self.samples,
-                "sets": self.sets, "seconds": self.seconds, "metrics": self.metrics}
+                "sets": self.sets, "seconds": self.seconds, "metrics": self.metrics,
+                **({"task": self.task} if self.task else {})}
 
     def save(self, path: str | Path) -> Path:
         """Write the report as JSON, atomically."""
@@ -123,7 +132,8 @@ class EvalReport:
     def from_dict(cls, d: Mapping) -> EvalReport:
         try:
             return cls(model=str(d["model"]), rows=dict(d["rows"]), completion=dict(d["completion"]),
-                       samples=list(d.get("samples", [])), sets=dict(d["sets"]), seconds=float(d.get("seconds", 0)))
+                       samples=list(d.get("samples", [])), sets=dict(d["sets"]), seconds=float(d.get("seconds", 0)),
+                       task=dict(d.get("task") or {}))
         except (KeyError, TypeError, ValueError) as e:
             raise ValueError(f"not an evaluation report (missing or bad {e})") from None
 
