@@ -1699,13 +1699,14 @@ def _run_one(job: dict) -> int:
         import pytest as child_pytest
         from hypothesis import Phase, settings
 
-        # a failing example is enough: no shrinking (it can take far longer than finding)
+        # a failing example is enough: no shrinking (it can take far longer than finding), and
+        # a failure's one line (pytest's long form parses the source file of every frame)
         settings.register_profile("mutants", phases=(Phase.explicit, Phase.generate),
                                   database=None, derandomize=True)
         settings.load_profile("mutants")
         code = int(child_pytest.main([
             "-p", "course.pytest_plugin", "-p", "pytest_timeout", "--impl", "student",
-            "-x", "-q", "--no-header", "-p", "no:cacheprovider", "-m", "exercise", *job["files"]]))
+            "-x", "-q", "--no-header", "--tb=line", "-p", "no:cacheprovider", "-m", "exercise", *job["files"]]))
     finally:
         sys.stdout.flush()
         sys.stderr.flush()
