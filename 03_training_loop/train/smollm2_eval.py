@@ -4,8 +4,8 @@
 `course eval smollm2` runs it, and any model of its family (stage 04's quantised copies).
 
     model, tok = load_smollm2()                          # solutions.kv_cache (stage 04)
-    result = evaluate_decoder(model, tok, examples=50, max_bytes=16384, threads=2)
-    result["bits_per_byte"]["code"], result["line_exact"], result["task_acc"]
+    r = evaluate_decoder(model, tok, examples=50, max_bytes=16384, threads=1)
+    r["bits_per_byte"]["code"], r["line_exact"], r["task_acc"]   # decoder_report(r, name): course eval's
 
 Three measures, each on data built reproducibly on this machine:
 - bits per byte on stage 02's held-out splits, per source, as stage 03's table (`source_row`:
@@ -35,6 +35,7 @@ from .eval_report import EvalReport, Margin
 from .eval_sets import SOURCES, load_eval_sets
 from .evaluation import LN2
 from .line_completion import codexglue_edit_sim, edit_similarity, exact_match
+from .llama import Llama
 from .perplexity import DOC_BYTES, DocScore, source_row
 
 EOT_TEXT = "<|endoftext|>"  # the document separator SmolLM2 was trained with: the context of a document's first token
@@ -73,9 +74,9 @@ def evaluate_decoder(model: nn.Module, tokenizer, *, examples: int = N_LINES,
             document was scored; bytes: the UTF-8 bytes scored);
         line_exact, line_edit_sim: percent (0..100), exact match and 1 - Levenshtein/max over
             the examples; line_codexglue_edit_sim: CodeXGLUE's fuzz.ratio, 0..100;
-        task_acc, task_acc_norm: fractions in [0, 1] (acc_norm divides a choice's
-            log-likelihood by its length in characters, as lm-eval does); task_n: the questions;
-        rows, line_samples, task_samples, construction, seconds: the details (`decoder_report`).
+        task_acc, task_acc_norm: fractions in [0, 1] (acc_norm divides a choice's log-likelihood by
+            its length in characters, as lm-eval does); task_n: the questions; and the details
+            rows, line_samples, task_samples, construction, seconds (`decoder_report`).
     The model's mode and weights are left as they were; the result is deterministic.
     ValueError: examples < 1, task_questions < 1, max_bytes < 1, threads < 1.
     """
@@ -96,13 +97,11 @@ def evaluate_decoder(model: nn.Module, tokenizer, *, examples: int = N_LINES,
                 say(f"{kind}: scoring {len(docs)} documents")
                 picked[kind] = [d.doc_id for d in docs]
                 rows[kind] = source_row(score_texts(model, tokenizer, [d.text for d in docs]))
-        seconds["bits_per_byte"] = time.perf_counter() - t0
-        t0 = time.perf_counter()
+        seconds["bits_per_byte"], t0 = time.perf_counter() - t0, time.perf_counter()
         say(f"completing {len(sets.completions)} lines")
         preds = complete_lines_bpe(model, tokenizer, [e.prefix for e in sets.completions], block_size=LINE_BLOCK)
         lines = [_line_sample(e, p) for e, p in zip(sets.completions, preds)]
-        seconds["line_completion"] = time.perf_counter() - t0
-        t0 = time.perf_counter()
+        seconds["line_completion"], t0 = time.perf_counter() - t0, time.perf_counter()
         questions = stdlib_task.documents()[:task_questions]
         say(f"task {stdlib_task.TASK}: scoring {len(questions)} questions")
         task = [score_question(model, tokenizer, q) for q in questions]
@@ -155,9 +154,8 @@ def eot_id(tokenizer) -> int:
 def document_ids(tokenizer, text: str, max_bytes: int = DOC_BYTES) -> tuple[list[int], int]:
     """(ids, bytes): [EOT] + the tokens of the text's first `max_bytes` UTF-8 bytes (a character
     cut by the limit dropped) + [EOT] when the whole text fits; bytes = the UTF-8 bytes kept."""
-    data = text.encode("utf-8")
+    data, eot = text.encode("utf-8"), eot_id(tokenizer)
     kept = data[:max_bytes].decode("utf-8", errors="ignore")
-    eot = eot_id(tokenizer)
     nbytes = len(kept.encode("utf-8"))
     return [eot, *tokenizer.encode(kept)] + ([eot] if nbytes == len(data) else []), nbytes
 
@@ -183,24 +181,20 @@ def sequence_nats(model: nn.Module, seqs: Sequence[Sequence[int]]) -> list[torch
             raise ValueError(f"sequence {i} has {len(s)} ids: nothing to predict")
         for start in range(0, len(s) - 1, ctx):
             pieces.append((i, list(s[start:start + ctx + 1])))
-    out: list[list[torch.Tensor]] = [[] for _ in seqs]
     order = sorted(range(len(pieces)), key=lambda j: len(pieces[j][1]))  # similar lengths together
     results: dict[int, torch.Tensor] = {}
     for b in range(0, len(order), BATCH):
         batch = [pieces[j][1] for j in order[b:b + BATCH]]
         T = max(len(w) for w in batch) - 1
-        x = torch.zeros(len(batch), T, dtype=torch.int64)
-        y = torch.full((len(batch), T), -100, dtype=torch.int64)
+        x, y = torch.zeros(len(batch), T, dtype=torch.int64), torch.full((len(batch), T), -100, dtype=torch.int64)
         for r, w in enumerate(batch):
             x[r, :len(w) - 1] = torch.tensor(w[:-1])
             y[r, :len(w) - 1] = torch.tensor(w[1:])
-        logits = model(x).double()
+        logits = model(x).float()
         nll = F.cross_entropy(logits.flatten(0, 1), y.flatten(), reduction="none", ignore_index=-100).view_as(y)
         for r, j in enumerate(order[b:b + BATCH]):
-            results[j] = nll[r, :len(pieces[j][1]) - 1]
-    for j, (i, _) in enumerate(pieces):
-        out[i].append(results[j])
-    return [torch.cat(parts) for parts in out]
+            results[j] = nll[r, :len(pieces[j][1]) - 1].double()
+    return [torch.cat([results[j] for j, (i, _) in enumerate(pieces) if i == k]) for k in range(len(seqs))]
 
 
 def score_texts(model: nn.Module, tokenizer, texts: Sequence[str], *, max_bytes: int = DOC_BYTES) -> list[DocScore]:
@@ -232,13 +226,44 @@ def score_question(model: nn.Module, tokenizer, doc: dict) -> dict:
     acc_norm); ties go to the first choice (numpy's argmax)."""
     context = stdlib_task.context(doc)
     pairs = [choice_tokens(tokenizer, context, stdlib_task.TARGET_DELIMITER + c) for c in doc["choices"]]
-    nats = sequence_nats(model, [ctx + cont for ctx, cont in pairs])
-    lls = [-float(n[len(ctx) - 1:].sum()) for n, (ctx, _) in zip(nats, pairs)]
+    if isinstance(model, Llama) and all(ctx == pairs[0][0] for ctx, _ in pairs):
+        lls = choice_loglikelihoods(model, pairs[0][0], [cont for _, cont in pairs])
+    else:  # any other decoder: each choice a row of its own
+        nats = sequence_nats(model, [ctx + cont for ctx, cont in pairs])
+        lls = [-float(n[len(ctx) - 1:].sum()) for n, (ctx, _) in zip(nats, pairs)]
     norm = [ll / len(c) for ll, c in zip(lls, doc["choices"])]
     pred, pred_norm = _argmax(lls), _argmax(norm)
     return {"question": doc["question"], "answer": doc["answer"], "loglikelihoods": lls,
             "pred": pred, "pred_norm": pred_norm, "correct": pred == doc["answer"],
             "correct_norm": pred_norm == doc["answer"]}
+
+
+@torch.no_grad()
+def choice_loglikelihoods(model: Llama, ctx: Sequence[int], conts: Sequence[Sequence[int]]) -> list[float]:
+    """The summed log-probability of each continuation after `ctx`, computed in ONE row: ctx,
+    then every continuation, each at the positions it would have right after ctx (len(ctx),
+    len(ctx) + 1, ...) and attending to ctx and to itself only (a tree of continuations sharing
+    their prefix). Equal, up to float rounding, to scoring ctx + cont as a row of its own for each
+    cont; the shared prefix is computed once, and the head only where a continuation is predicted."""
+    L, sizes = len(ctx), [len(c) for c in conts]
+    if L < 1 or min(sizes, default=0) < 1:
+        raise ValueError("the context and every continuation need at least one token")
+    ids = list(ctx) + [t for c in conts for t in c]
+    T = len(ids)
+    seg = torch.tensor([0] * L + [j + 1 for j, n in enumerate(sizes) for _ in range(n)])
+    positions = torch.cat([torch.arange(L)] + [torch.arange(L, L + n) for n in sizes])
+    causal = torch.ones(T, T, dtype=torch.bool).tril()
+    mask = causal & ((seg[None, :] == 0) | (seg[None, :] == seg[:, None]))  # keys: ctx, or the same continuation
+    x = model.embed(torch.tensor([ids]))
+    for block in model.blocks:
+        x = block(x, positions[None], mask=mask[None, None], is_causal=False)
+    out, start = [], L
+    for c in conts:
+        rows = [L - 1] + list(range(start, start + len(c) - 1))  # where each of c's tokens is predicted
+        lp = torch.log_softmax(model.head(x[0, rows]).double(), -1)
+        out.append(float(lp[torch.arange(len(c)), torch.tensor(c)].sum()))
+        start += len(c)
+    return out
 
 
 def decoder_report(result: dict, name: str) -> EvalReport:
@@ -252,7 +277,7 @@ def decoder_report(result: dict, name: str) -> EvalReport:
                   "edit_similarity": result["line_edit_sim"],
                   "codexglue_edit_sim": result["line_codexglue_edit_sim"]}
     task = {"name": stdlib_task.TASK, "n": result["task_n"], "acc": result["task_acc"],
-            "acc_norm": result["task_acc_norm"]}
+            "acc_norm": result["task_acc_norm"], "seconds": result["seconds"]}
     return EvalReport(model=name, rows=result["rows"], completion=completion, samples=result["line_samples"],
                       sets={"fingerprint": fingerprint, "construction": c}, task=task,
                       seconds=round(sum(result["seconds"].values()), 2))
@@ -271,7 +296,5 @@ def _line_sample(e, p: str) -> dict:
 
 def _check_args(**values) -> None:
     for name, v in values.items():
-        if v is None and name != "examples":
-            continue
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+        if (v is not None or name == "examples") and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
             raise ValueError(f"{name} must be an int >= 1{'' if name == 'examples' else ' or None'}, got {v!r}")
