@@ -144,23 +144,28 @@ def _each_once(stages, tmp_path_factory, prefix: str, compute) -> dict[str, obje
     return out
 
 
-def _reference_answers(st: manifest.Stage) -> None:
-    from course import grading, reference
-    from course.sandbox import Sandbox
-
-    sandbox = Sandbox.create()
-    try:
-        reference.reference_answers(st, None, timeout=grading.DEFAULT_TEST_TIMEOUT, sandbox=sandbox)
-    finally:
-        sandbox.close()
+def reference_grades(stages, tmp_path_factory) -> dict[str, tuple[list, list[str], list]]:
+    """{stage number: `grade_in_process([st], "solution")`}, each stage graded once per session
+    by whichever worker gets to it first (a stage another worker is grading is waited for
+    last). tests/test_grade.py's full-marks test asserts on these grades; the grade of the
+    reference is also its own reference (`course.reference.own_reference`): it records the
+    answers to the stage's hidden tests in the course's cache, which every student grade reads
+    first. One run of each stage's visible and hidden tests on the reference serves both,
+    where a run of the hidden tests alone used to record the answers beside the full-marks
+    grade's own run of them."""
+    return _each_once(stages, tmp_path_factory, "reference-grade", lambda st: grade_in_process([st], "solution"))
 
 
 def record_reference_answers(stages, tmp_path_factory) -> None:
     """The reference's answers to each stage's hidden tests, in the course's cache
     (`.course/answers/`, which `course grade --impl student` reads before it grades a learner's
-    stage), computed by one worker of the session, not by each grade that needs them at the
-    same time. (The solutions' grade records them too, from its own run.)"""
-    _each_once(stages, tmp_path_factory, "reference-answers", _reference_answers)
+    stage): those not cached yet, recorded by the session's one grade of the reference
+    (`reference_grades`), not by each grade that needs them at the same time."""
+    from course import reference
+
+    missing = [st for st in stages if not reference._answers_file(st, None).is_file()]
+    if missing:
+        reference_grades(missing, tmp_path_factory)
 
 
 def stub_grades(stages, tmp_path_factory) -> dict[str, StubGrade]:

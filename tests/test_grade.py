@@ -13,7 +13,7 @@ import time
 import pytest
 
 from course import cuda, grading, manifest
-from tests.helpers import existing_stages, grade_in_process, run, small_course, stub_grades
+from tests.helpers import existing_stages, reference_grades, run, small_course, stub_grades
 
 
 def _grade(tmp_path, impl: str, *extra: str, env=None):
@@ -39,18 +39,24 @@ def _check_gradescope_shape(res: dict) -> None:
 
 
 # The solutions' grade is also make test's one run of every stage's visible and hidden tests
-# against the reference (the README's command runs tests/ only): `grading.grade(...,
-# impl="solution")` in this process, what `course grade --impl solution` computes (the CLI's
+# against the reference (the README's command runs tests/ only): `grading.grade([st],
+# impl="solution")` of each stage, once a session by whichever worker gets to it first
+# (tests/helpers.py's `reference_grades`: the same grade records the reference's answers that
+# the student grades read), what `course grade --impl solution` computes (the CLI's
 # printing and files are the small course's tests below, and stage 01's). The grade scores only
 # exercise tests; the runs it made are checked here test by test, given code's included, so a
 # failing test of any stage fails this test with its name and message.
 @pytest.mark.timeout(3600)  # grades every stage: longer than the default per-test limit
-def test_solutions_score_full_marks():
+def test_solutions_score_full_marks(tmp_path_factory):
     from course import report
     from course.scoring import not_counted
 
     stages = existing_stages()
-    entries, lines, seen = grade_in_process(stages, "solution")
+    entries, lines, seen = [], [], []
+    grades = reference_grades(stages, tmp_path_factory)  # one grade a stage, shared with the answers' record
+    for st in stages:
+        for acc, part in zip((entries, lines, seen), grades[st.number]):
+            acc += part
     runs = [final for final, _raw in seen]
     problems = [f"{r.nodeid}: {r.outcome}: {r.message or r.skip_reason}" for run in runs for r in run.in_order()
                 if r.outcome != "passed" and not not_counted(r)]
