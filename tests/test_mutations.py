@@ -1676,6 +1676,9 @@ _PRELOAD = ("numpy", "torch", "torch.nn.functional", "hypothesis", "hypothesis.e
             # stages 06-08's: Triton, the server's web stack and the clients its tests use
             # (about 1.3 s a stage-07 mutant), the reference packages those stages build on
             "triton", "fastapi", "uvicorn", "httpx", "openai", "transformers",
+            # transformers' Llama, the oracle of stages 03, 04 and 08's Llama tests: 3.0 s to import
+            # after transformers itself (torch._dynamo, torch.distributed.tensor), once a mutant
+            "transformers.models.llama.modeling_llama",
             "solutions.paged", "solutions.batching", "solutions.server")
 
 

@@ -122,9 +122,9 @@ def test_drain_waits_for_jobs_that_finish_within_the_grace_period():
 
 def test_drain_returns_as_soon_as_nothing_is_in_flight():
     state = FakeState({})
-    assert _drain(state, grace_s=10.0, bound=5.0) == 0, "nothing in flight: return at once, not after the grace"
+    assert _drain(state, grace_s=4.0, bound=2.0) == 0, "nothing in flight: return at once, not after the grace"
     state = FakeState({"a": 2})
-    assert _drain(state, grace_s=10.0, bound=5.0) == 0, "return as soon as the last job has answered"
+    assert _drain(state, grace_s=4.0, bound=2.0) == 0, "return as soon as the last job has answered"
 
 
 def test_drain_aborts_what_outlives_the_grace_period_and_waits_for_the_answers():
