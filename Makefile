@@ -92,9 +92,13 @@ lock:
 	  cat $(LOCK).new; } > $(LOCK)
 	rm -f $(LOCK).new $(LOCK).override
 
+# Two workers on two cores: every thread that waits does so asleep (OMP_WAIT_POLICY, for torch's
+# OpenMP; OpenBLAS, NumPy's, on one thread): a lesson that asks torch for two threads while the
+# other worker holds a core spent most of its time spinning (lesson 03 beside one CPU hog: 207 s
+# of cells, 55 s with these two, 51 s alone on a quiet machine).
 test: $(BIN)/.installed
 	$(BIN)/course stubs --check
-	COURSE_IMPL=solution $(BIN)/python -m pytest -n 2 --dist loadfile --impl solution tests
+	OMP_WAIT_POLICY=PASSIVE OPENBLAS_NUM_THREADS=1 COURSE_IMPL=solution $(BIN)/python -m pytest -n 2 --dist loadfile --impl solution tests
 
 clean-venv:
 	rm -rf $(VENV)
