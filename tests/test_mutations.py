@@ -15,9 +15,11 @@ after the nucleus, DDP synchronised on the first micro-batch, no evaluation afte
 step, admission in a step that preempted, quality bounds off by one, a batched matmul whose
 second operand broadcasts, bits per byte counting end-of-text). When a solution is
 rewritten so that a snippet no longer occurs, update the snippet here, keeping the bug.
-Only the test that caught a bug last time runs (see CATCHERS), with `-x`: the whole check costs
-about 200 s of CPU, about 2 minutes on two idle cores (the two DDP mutants, two processes each,
-about 9 s apiece); wall time grows with the machine's load.
+Only the test that caught a bug last time runs (see CATCHERS), with `-x`: the 359 mutants' jobs
+took 303 s in all (156 s of wall on two idle cores) before the runner preloaded transformers'
+Llama, about 175 s after it (stages 03, 04, 08: 80, 42, 29 s -> 18, 17, 14; the six Triton
+split/kernel mutants of stage 06 about 4-5 s apiece in the interpreter); wall time grows with
+the machine's load.
 """
 from __future__ import annotations
 
