@@ -22,8 +22,10 @@ Every load loop in these tests is bounded in count and in time and talks to loop
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
+import ssl
 import threading
 import time
 from types import SimpleNamespace
@@ -168,7 +170,16 @@ def pytest_pyfunc_call(pyfuncitem):
         raise
 
 
+@functools.lru_cache(maxsize=None)
+def _tls() -> ssl.SSLContext:
+    """One TLS context for every test client: httpx builds a fresh one per client otherwise,
+    loading the CA bundle each time (42 ms of CPU; 135 clients in a run of this stage's tests),
+    though the server is plain HTTP on 127.0.0.1."""
+    return ssl.create_default_context()
+
+
 def client(handle, timeout: float = 10.0, **kw) -> httpx.Client:
+    kw.setdefault("verify", _tls())
     return httpx.Client(base_url=handle.url, timeout=timeout, event_hooks={"response": [_todo_hook]}, **kw)
 
 
@@ -178,6 +189,7 @@ def async_client(handle, timeout: float = 10.0, **kw) -> httpx.AsyncClient:
             await response.aread()
             _todo_hook(response)
 
+    kw.setdefault("verify", _tls())
     return httpx.AsyncClient(base_url=handle.url, timeout=timeout, event_hooks={"response": [hook]}, **kw)
 
 
