@@ -87,9 +87,10 @@ def free_port() -> int:
 class ServerProcess:
     """`course --impl IMPL serve` on a free loopback port, up until `close()`: the server
     package of the current implementation (`course.current_impl()`, which `load_impl` sets),
-    the learner's or the reference's."""
+    the learner's or the reference's. `start_timeout`: seconds it may take to become healthy
+    (SmolLM2 takes about 45 s to load on a loaded 2-core machine)."""
 
-    def __init__(self, *args: str, log_dir: str):
+    def __init__(self, *args: str, log_dir: str, start_timeout: float = 90):
         self.port = free_port()
         self.log = Path(log_dir) / f"requests-{self.port}.jsonl"
         self.read = 0
@@ -104,7 +105,7 @@ class ServerProcess:
         self.proc = subprocess.Popen(cmd, cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT), COURSE_IMPL=impl),
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         # given code of the package served (serve.py), the learner's or the reference's
-        if not course.load("server", impl=impl).serve.wait_until_healthy(self.url, self.proc, timeout=90):
+        if not course.load("server", impl=impl).serve.wait_until_healthy(self.url, self.proc, timeout=start_timeout):
             self.close()
             raise RuntimeError(f"the server did not start: {' '.join(cmd)}")
 

@@ -86,7 +86,6 @@ ROOT = HERE.parent
 sys.path[:0] = [str(ROOT), str(HERE)]  # run from anywhere in the repo; `bench` is 07_serving/bench.py
 
 import bench  # noqa: E402
-import course  # noqa: E402
 from bench import MODEL, ServerProcess, free_port, load, source_tokens  # noqa: E402
 from solutions.batching import percentile  # noqa: E402
 from solutions.checks import ArgumentParser, check_int  # noqa: E402
@@ -193,18 +192,6 @@ class VLLMServer:
 def source_text() -> str:
     """The text the loads' prompts are cut from (07_serving/bench.py's `source_tokens`, as text)."""
     return Path(asyncio.__file__).parent.joinpath("base_events.py").read_text(encoding="utf-8")
-
-
-def start_course(*args: str, log_dir: str, timeout: float) -> ServerProcess:
-    """07_serving/bench.py's `ServerProcess(*args)`, given `timeout` seconds (not its 90) to
-    become healthy: SmolLM2 takes about 45 s to load on a loaded 2-core machine."""
-    serve = course.load("server", impl=course.current_impl()).serve
-    wait = serve.wait_until_healthy
-    serve.wait_until_healthy = lambda url, proc, **_: wait(url, proc, timeout=max(timeout, 90))
-    try:
-        return ServerProcess(*args, log_dir=log_dir)
-    finally:
-        serve.wait_until_healthy = wait
 
 
 def make_load(key: str, seed: int, src: list[int], scale: float = 1.0):
@@ -531,9 +518,9 @@ def main(argv: list[str] | None = None) -> None:
         for t in threads:
             # bench.py's ServerProcess asks for its own batch of 16: the server's defaults here
             # (later options win), then whatever --course-args says
-            course = start_course("--model", "smollm2" if smol else "default", "--threads", str(t),
-                                  "--max-batch-size", str(MAX_BATCH_SIZE), *course_args, log_dir=str(work),
-                                  timeout=args.start_timeout)
+            course = ServerProcess("--model", "smollm2" if smol else "default", "--threads", str(t),
+                                   "--max-batch-size", str(MAX_BATCH_SIZE), *course_args, log_dir=str(work),
+                                   start_timeout=max(args.start_timeout, 90))
             try:
                 vllm = VLLMServer(args.vllm_python, folder, t, venv, work / f"vllm-{t}.log", args.start_timeout,
                                   args.kv_gib)
