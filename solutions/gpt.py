@@ -32,6 +32,7 @@ from torch import nn
 
 from solutions.fileio import load_checked, save_checked
 from solutions.tokenizer import VOCAB_SIZE, ByteTokenizer
+from solutions.weightless import weightless
 
 ASSETS = Path(__file__).resolve().parent / "assets"
 DEFAULT_WEIGHTS = ASSETS / "gpt_default.pt"
@@ -288,7 +289,7 @@ def load_checkpoint(path: str | Path, map_location: str = "cpu", *, device: str 
 
     Loaded with `weights_only=True` into host memory (`map_location`), where its checksum, if
     it has one, is verified: a damaged file raises `solutions.fileio.CheckpointError` (a
-    ValueError) naming it. The model is built without weights of its own (on the meta device:
+    ValueError) naming it. The model is built without weights of its own (`solutions.weightless`:
     no random initialisation, nothing allocated twice) and each stored tensor goes straight
     to `device` as stored (float16: half the bytes of float32 to copy), cast there to `dtype`."""
     ckpt = load_checked(path, required=False, keys=("config", "state_dict"), what="model checkpoint",
@@ -296,7 +297,7 @@ def load_checkpoint(path: str | Path, map_location: str = "cpu", *, device: str 
     device = torch.device(map_location if device is None else device)
     if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
         raise TypeError(f"dtype must be a floating torch.dtype, got {dtype!r}")
-    with torch.device("meta"):
+    with weightless():
         model = GPT(GPTConfig(**ckpt["config"]))
     stored = ckpt["state_dict"]
     sd = {}

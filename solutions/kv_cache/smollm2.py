@@ -19,6 +19,7 @@ import torch
 
 from solutions.device import resolve_device, resolve_dtype
 from solutions.train import Llama, LlamaConfig
+from solutions.weightless import weightless
 
 from .gguf_reader import GGUFFile, read_gguf
 from .gguf_to_llama import llama_config, llama_state_dict
@@ -55,11 +56,11 @@ def course_config(gguf: GGUFFile) -> LlamaConfig:
 
 def llama_from_gguf(gguf: GGUFFile, dtype: torch.dtype = torch.float32, device: str | torch.device = "cpu") -> Llama:
     """Stage 03's `Llama` with a Llama GGUF file's weights (`llama_state_dict`), in eval mode, in
-    `dtype` on `device`. The model is built without initialising its weights (the meta device),
+    `dtype` on `device`. The model is built without initialising its weights (`solutions.weightless`),
     so the peak is about the dequantised weights once."""
     cfg = course_config(gguf)
     sd = llama_state_dict(gguf, dtype)
-    with torch.device("meta"):
+    with weightless():
         model = Llama(cfg)
     model.load_state_dict(sd, assign=True)  # a tied head comes from the embedding (Llama's hook)
     model.tie_weights()
