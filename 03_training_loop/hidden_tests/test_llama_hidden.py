@@ -9,7 +9,11 @@ import course
 
 train = course.load("train")
 transformers = pytest.importorskip("transformers")
-llama_hf = pytest.importorskip("transformers.models.llama.modeling_llama")
+
+
+def llama_hf():
+    """transformers' Llama modules, imported by the first test that compares with them."""
+    return pytest.importorskip("transformers.models.llama.modeling_llama")
 
 
 # ---------------------------------------------------------------------- 3.15
@@ -21,7 +25,7 @@ def test_rmsnorm_other_shapes_and_dtypes(dtype, eps):
     with torch.no_grad():
         norm.weight.copy_(torch.randn(24))
     norm = norm.to(dtype)
-    ref = llama_hf.LlamaRMSNorm(24, eps=eps).to(dtype)
+    ref = llama_hf().LlamaRMSNorm(24, eps=eps).to(dtype)
     ref.load_state_dict(norm.state_dict())
     x = (torch.randn(2, 3, 5, 24) * torch.logspace(-4, 1, 5)[None, None, :, None]).to(dtype)
     got = norm(x)
@@ -44,8 +48,8 @@ def test_rope_far_positions_left_padded_rows(theta, D):
     course.answer("rotated", got, rtol=1e-4, atol=1e-5)
     cfg = transformers.LlamaConfig(hidden_size=H * D, num_attention_heads=H, head_dim=D,
                                    rope_parameters={"rope_type": "default", "rope_theta": theta})
-    cos, sin = llama_hf.LlamaRotaryEmbedding(cfg)(x, positions)
-    torch.testing.assert_close(got, llama_hf.apply_rotary_pos_emb(x, x, cos, sin)[0], rtol=1e-5, atol=2e-5)
+    cos, sin = llama_hf().LlamaRotaryEmbedding(cfg)(x, positions)
+    torch.testing.assert_close(got, llama_hf().apply_rotary_pos_emb(x, x, cos, sin)[0], rtol=1e-5, atol=2e-5)
 
 
 @pytest.mark.exercise("3.16")
@@ -63,7 +67,7 @@ def test_rope_in_bfloat16():
 def test_swiglu_two_dimensional_input():
     torch.manual_seed(14)
     mlp = train.SwiGLU(40, 56)
-    ref = llama_hf.LlamaMLP(transformers.LlamaConfig(hidden_size=40, intermediate_size=56, num_attention_heads=4))
+    ref = llama_hf().LlamaMLP(transformers.LlamaConfig(hidden_size=40, intermediate_size=56, num_attention_heads=4))
     ref.load_state_dict(mlp.state_dict())
     x = torch.randn(7, 40) * 3
     got = mlp(x)
@@ -84,7 +88,7 @@ def test_gqa_decode_against_a_cache():
     got = train.grouped_query_attention(q, k, v, mask=mask)
     course.answer("y", got, rtol=1e-4, atol=1e-5)
     want = torch.nn.functional.scaled_dot_product_attention(
-        q, llama_hf.repeat_kv(k, H // n_kv), llama_hf.repeat_kv(v, H // n_kv), attn_mask=mask)
+        q, llama_hf().repeat_kv(k, H // n_kv), llama_hf().repeat_kv(v, H // n_kv), attn_mask=mask)
     torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
 
 

@@ -15,8 +15,16 @@ import torch.nn.functional as F
 import course
 
 train = course.load("train")
-llama_hf = pytest.importorskip("transformers.models.llama.modeling_llama")
-HFLlamaConfig = pytest.importorskip("transformers").LlamaConfig
+
+
+def llama_hf():
+    """transformers' Llama modules (the oracle), imported by the first test that compares with
+    them: about 3 s of imports (torch._dynamo among them) that a check of 3.1-3.14 need not pay."""
+    return pytest.importorskip("transformers.models.llama.modeling_llama")
+
+
+def hf_config(**kw):
+    return llama_hf().LlamaConfig(**kw)
 
 
 def _close(got, want, rule, atol=1e-6, rtol=1e-5):
@@ -39,7 +47,7 @@ def _rmsnorm(dim, eps, seed=0):
 @pytest.mark.parametrize("eps", [1e-5, 1e-6])
 def test_rmsnorm_matches_llama_rmsnorm(eps):
     norm = _rmsnorm(64, eps)
-    ref = llama_hf.LlamaRMSNorm(64, eps=eps)
+    ref = llama_hf().LlamaRMSNorm(64, eps=eps)
     ref.load_state_dict(norm.state_dict())
     x = torch.randn(4, 12, 64)
     keep = x.clone()
@@ -84,7 +92,7 @@ def test_rmsnorm_normalises_each_token_over_its_features():
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 def test_rmsnorm_in_half_precision_equals_llama_rmsnorm(dtype):
     norm = _rmsnorm(32, 1e-5, seed=2).to(dtype)
-    ref = llama_hf.LlamaRMSNorm(32, eps=1e-5).to(dtype)
+    ref = llama_hf().LlamaRMSNorm(32, eps=1e-5).to(dtype)
     ref.load_state_dict(norm.state_dict())
     x = (torch.randn(3, 7, 32) * 4).to(dtype)
     got = norm(x)
@@ -109,10 +117,10 @@ ROPE_RULE = ("RoPE, Hugging Face Llama's layout: the pair (x[..., i], x[..., i +
 def hf_rope(x, positions, theta):
     """transformers' own RoPE: LlamaRotaryEmbedding's cos/sin, apply_rotary_pos_emb."""
     B, H, T, D = x.shape
-    cfg = HFLlamaConfig(hidden_size=H * D, num_attention_heads=H, head_dim=D,
+    cfg = hf_config(hidden_size=H * D, num_attention_heads=H, head_dim=D,
                         rope_parameters={"rope_type": "default", "rope_theta": theta})
-    cos, sin = llama_hf.LlamaRotaryEmbedding(cfg)(x, positions)
-    return llama_hf.apply_rotary_pos_emb(x, x, cos, sin)[0]
+    cos, sin = llama_hf().LlamaRotaryEmbedding(cfg)(x, positions)
+    return llama_hf().apply_rotary_pos_emb(x, x, cos, sin)[0]
 
 
 @pytest.mark.exercise("3.16")
@@ -209,7 +217,7 @@ def test_swiglu_matches_llama_mlp(dim, hidden):
     torch.manual_seed(dim)
     mlp = train.SwiGLU(dim, hidden)
     assert sorted(mlp.state_dict()) == ["down_proj.weight", "gate_proj.weight", "up_proj.weight"]
-    ref = llama_hf.LlamaMLP(HFLlamaConfig(hidden_size=dim, intermediate_size=hidden, num_attention_heads=4))
+    ref = llama_hf().LlamaMLP(hf_config(hidden_size=dim, intermediate_size=hidden, num_attention_heads=4))
     ref.load_state_dict(mlp.state_dict())
     x = torch.randn(4, 12, dim)
     _close(mlp(x), ref(x), SWIGLU_RULE, atol=1e-5)
@@ -268,7 +276,7 @@ def test_gqa_with_a_mask_equals_repeat_kv_then_attention():
     mask[..., 0] = True
     got = train.grouped_query_attention(q, k, v, mask=mask)
     group = H // n_kv
-    want = F.scaled_dot_product_attention(q, llama_hf.repeat_kv(k, group), llama_hf.repeat_kv(v, group),
+    want = F.scaled_dot_product_attention(q, llama_hf().repeat_kv(k, group), llama_hf().repeat_kv(v, group),
                                           attn_mask=mask)
     _close(got, want, "with a mask: key s is visible to query t iff mask[b, h, t, s]; heads grouped as "
            "transformers' repeat_kv groups them (query head h on KV head h // group)", atol=1e-5)
