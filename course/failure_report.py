@@ -64,11 +64,17 @@ class TodoRepr:
 
 
 def _todo_message(excinfo) -> str | None:
-    """The stub's message if this failure is an unfilled exercise, else None.
+    """The stub's message if this failure is an unfilled exercise, else None."""
+    return todo_of_exception(excinfo.value if excinfo is not None else None)
+
+
+def todo_of_exception(exc: BaseException | None) -> str | None:
+    """The stub's message if `exc` is, or was raised from, an unfilled exercise's
+    `NotImplementedError("Exercise N.M: ...")`, else None.
 
     Looks through chained exceptions and exception groups (Hypothesis raises a group when
     it finds several distinct failures)."""
-    todo = [excinfo.value] if excinfo is not None else []
+    todo = [exc]
     seen = set()
     while todo:
         exc = todo.pop(0)

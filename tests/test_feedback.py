@@ -452,3 +452,43 @@ def test_tests_waiting_for_a_later_exercise_say_go_on_not_blocked_by_a_blocked_o
     assert feedback.waits_only_for_later(st, "7.3", own_bug) == [], "a failure in 7.3's own code is not waiting"
     assert feedback.waits_only_for_later(st, "7.4", [_res("x", "7.4", "failed", "TODO", todo=_todo("7.2"))]) == [], \
         "an earlier exercise's TODO is not 'later in the lesson'"
+
+
+SHRINKING = '''
+from hypothesis import given, settings, strategies as st
+
+CALLS = {"todo": 0}
+
+
+def unwritten(x):
+    CALLS["todo"] += 1
+    raise NotImplementedError("Exercise 1.1: a stub's hole — see 01_autograd.ipynb")
+
+
+@settings(database=None, derandomize=True)
+@given(st.integers(0, 10**6))
+def test_stops_at_a_todo(x):
+    unwritten(x)
+
+
+def test_the_todo_was_not_searched():
+    assert CALLS["todo"] <= 20, CALLS  # 108 calls when Hypothesis searched for a smaller one
+
+
+@settings(database=None, derandomize=True)
+@given(st.integers(0, 10**6))
+def test_a_learners_bug(x):
+    assert x < 1000, "too big"
+'''
+
+
+def test_a_todo_is_not_shrunk_and_a_learners_bug_still_is(tmp_path):
+    """A property test that stops at a stub's hole stops there on every example: Hypothesis
+    reports it without searching for a smaller one (seconds a test, on every stub). A failure
+    of the learner's own code is still shrunk to its smallest example."""
+    (tmp_path / "test_h.py").write_text(SHRINKING)
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly",
+                           str(tmp_path / "test_h.py")], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    out = proc.stdout
+    assert "2 failed, 1 passed" in out, out  # the stub's hole and the bug fail, the count holds
+    assert "x=1000," in out, out  # the bug's smallest counterexample: shrunk as before
