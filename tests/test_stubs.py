@@ -12,7 +12,7 @@ import pytest
 from course import layout, manifest, stubs
 from tests.helpers import ROOT, existing_stages, stage_params
 
-SHARED = {"tokenizer", "gpt", "workload", "fileio", "checks", "device"}
+SHARED = {"tokenizer", "gpt", "workload", "fileio", "checks", "device", "weightless"}
 MAX_STUB_LINES = 300  # a learner's file is read whole: no stub file is longer
 FIRST_HOLE_WITHIN = 40  # lines from the top of a stub file to its first hole
 
