@@ -205,7 +205,7 @@ def _no_shrinking_at_a_todo() -> None:
     "Exercise N.M: ...")`) stops there on every example, so Hypothesis does not shrink its
     failure: there is no smaller counterexample to find, and the search cost seconds a test
     (each stage's visible and hidden tests on its stubs, derandomised as `course grade` runs
-    them, 2026-12-07: stage 05 18.8 -> 5.6 s of CPU, stage 03 22.1 -> 10.9 s). A failure of the
+    them, 2026-12-07: stage 05 18.8 -> 5.4 s of CPU, stage 03 22.1 -> 10.1 s). A failure of the
     learner's own code is shrunk as before."""
     import functools
 
