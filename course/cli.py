@@ -629,9 +629,20 @@ def cmd_doctor(args) -> int:
 
 # ---- main -------------------------------------------------------------------------------
 
+def _version() -> str:
+    """The course's version, from its installed package ("unknown" where it is not installed)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("ai-engineering-from-scratch")
+    except PackageNotFoundError:
+        return "unknown"
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="course", description="AI Engineering from Scratch: the course harness.")
     p.add_argument("--impl", choices=IMPLS, default=None, help="student (default) or solution")
+    p.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = p.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
 
     s = sub.add_parser("status", help="progress over every stage and the next exercise")
@@ -689,8 +700,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(fn=cmd_serve)
 
     s = sub.add_parser("bench", help="run a stage's benchmark (arguments after the stage go to bench.py)")
-    s.add_argument("stage")
-    s.add_argument("rest", nargs=argparse.REMAINDER)
+    s.add_argument("stage", metavar="NN", help="the stage whose bench.py runs (e.g. 04)")
+    s.add_argument("rest", nargs=argparse.REMAINDER, metavar="ARGS", help="bench.py's arguments (`--help` lists them)")
     s.set_defaults(fn=cmd_bench)
 
     s = sub.add_parser("profile", help="profile the stack on the default model; write a Markdown report (stage 08)")
@@ -729,8 +740,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("stubs", help="generate (--write) or verify (--check) the learner's stubs")
     g = s.add_mutually_exclusive_group(required=True)
-    g.add_argument("--write", action="store_true")
-    g.add_argument("--check", action="store_true")
+    g.add_argument("--write", action="store_true", help="write each stage's stub from its solution")
+    g.add_argument("--check", action="store_true", help="fail if a stub differs from what --write would write")
     s.add_argument("--stage", action="append", help="only this stage (repeatable)")
     s.set_defaults(fn=cmd_stubs)
 

@@ -250,3 +250,25 @@ def test_a_stage_may_speed_check_several_exercises(tmp_path, monkeypatch):
     lines = cli._speed_checks(st, res, None)
     assert lines[0].startswith("1.1 is correct") and lines[1].startswith(
         "speed check of 1.2 (stage 01) did not run: KeyError"), lines
+
+
+def test_version_and_help_for_every_option(capsys):
+    """`course --version`, and a help text for every option and argument of every command."""
+    import argparse
+
+    from course.cli import build_parser
+
+    with pytest.raises(SystemExit) as done:
+        build_parser().parse_args(["--version"])
+    out = capsys.readouterr().out.split()
+    assert done.value.code == 0 and out[0] == "course" and out[1] != "unknown", out
+
+    def quiet(parser, name):
+        for a in parser._actions:
+            if isinstance(a, argparse._SubParsersAction):
+                for cmd, sub in a.choices.items():
+                    yield from quiet(sub, f"{name} {cmd}")
+            elif not a.help or a.help == argparse.SUPPRESS:
+                yield f"{name} {'/'.join(a.option_strings) or a.dest}"
+
+    assert not list(quiet(build_parser(), "course")), list(quiet(build_parser(), "course"))

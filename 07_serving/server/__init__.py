@@ -23,6 +23,7 @@ The files, in exercise order (the lesson is in 07_serving.ipynb), then the given
     engine_boot.py  the engine process's first code (loads this package)     given
     hf_export.py    the model as a Hugging Face folder (for vLLM, transformers) given
     protocol.py     APIError, Limits, GenerationRequest, the chat template    given
+    request_id.py   RequestIdMiddleware: X-Request-Id, honoured or made       given
     serve.py        serve_in_thread, ServerHandle                             given
     served_model.py the model served (--model smollm2|default|PATH), its tokenizer  given
     state.py        ServerConfig, Job, ServerState (the engine's host)        given

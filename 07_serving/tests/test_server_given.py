@@ -39,6 +39,7 @@ def test_api_key_required_when_set(start, kit):
         for path in ("/v1/models", "/v1/completions", "/tokenize", "/detokenize"):
             r = c.request("GET" if "models" in path else "POST", path, json={"model": M, "prompt": "a"})
             assert r.status_code == 401 and r.json()["error"]["code"] == "invalid_api_key", (path, r.text)
+            assert r.headers.get("x-request-id"), "a 401 carries the request id too"
         assert c.get("/v1/models", headers={"Authorization": "Bearer wrong"}).status_code == 401
         assert c.get("/health").status_code == 200, "only /v1/* and the tokenizer endpoints need the key"
         key = {"Authorization": "Bearer s3cret"}
@@ -66,3 +67,66 @@ def test_cli_bad_arguments_exit_2(args, capsys):
     assert srv.main(args) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and "Traceback" not in err
+
+
+# ---- an operator's conventions (issue "Serving as a service"): request ids, the API key
+# ---- kept off argv, /version and --version, help for every option
+
+@pytest.mark.given
+def test_a_request_id_is_honoured_made_and_sent_back_on_every_response(server, kit):
+    """`X-Request-Id`: the client's comes back; without one the server makes one; errors
+    carry it too; a malformed one is OpenAI's 400 naming the header, with a fresh id.
+    (That it names the response and the log line: test_server_api_compat.py, 7.5.)"""
+    import re
+
+    hex32 = re.compile(r"[0-9a-f]{32}")
+    with kit.client(server) as c:
+        r = c.post("/tokenize", json={"prompt": "ab"}, headers={"X-Request-Id": "job-7"})
+        assert r.status_code == 200 and r.headers["x-request-id"] == "job-7", (r.status_code, r.headers)
+        for resp in (c.get("/health"), c.get("/v1/nothing"), c.post("/v1/completions", json={"prompt": 1}),
+                     c.get("/v1/models")):
+            assert hex32.fullmatch(resp.headers.get("x-request-id", "")), (resp.url, resp.headers)
+        assert c.get("/v1/models").headers["x-request-id"] != resp.headers["x-request-id"], "one id a request"
+        for wrong in (b"two words", b"x" * 129, "caf\u00e9".encode(), b""):
+            r = c.get("/v1/models", headers={"X-Request-Id": wrong})
+            err = r.json()["error"]
+            assert r.status_code == 400 and err["param"] == "X-Request-Id", (wrong, r.status_code, r.text)
+            assert hex32.fullmatch(r.headers["x-request-id"]), r.headers
+
+
+@pytest.mark.given
+def test_the_api_key_comes_from_the_option_a_file_or_the_environment(tmp_path, capsys):
+    """--api-key-file's first line, else --api-key, else COURSE_API_KEY (off argv, where `ps`
+    shows it); both options, an unreadable file or an empty key: exit 2 naming the option."""
+    cli = srv.cli
+    args = cli._parser("x").parse_args
+    key = tmp_path / "key.txt"
+    key.write_text("  s3cret \nsecond line\n", encoding="utf-8")
+    assert cli.api_key(args(["--api-key-file", str(key)]), {}) == "s3cret"
+    assert cli.api_key(args([]), {cli.API_KEY_ENV: "from-env"}) == "from-env"
+    assert cli.api_key(args(["--api-key", "k"]), {cli.API_KEY_ENV: "from-env"}) == "k"
+    assert cli.api_key(args([]), {}) is None
+    (tmp_path / "empty.txt").write_text("\n", encoding="utf-8")
+    for argv, env, named in ((["--api-key", "a", "--api-key-file", str(key)], {}, "--api-key-file"),
+                             (["--api-key-file", str(tmp_path / "none.txt")], {}, "none.txt"),
+                             (["--api-key-file", str(tmp_path / "empty.txt")], {}, "must not be empty"),
+                             ([], {cli.API_KEY_ENV: " "}, cli.API_KEY_ENV)):
+        with pytest.raises(ValueError, match=named):
+            cli.api_key(args(argv), env)
+    assert srv.main(["--api-key-file", str(tmp_path / "none.txt")]) == 2
+    assert "error: --api-key-file" in capsys.readouterr().err
+
+
+@pytest.mark.given
+def test_version_and_help_for_every_option(server, kit, capsys):
+    import argparse
+
+    with kit.client(server) as c:
+        version = c.get("/version").json()["version"]
+    assert version and version == srv.app.server_version()
+    with pytest.raises(SystemExit) as done:
+        srv.cli._parser("serve").parse_args(["--version"])
+    assert done.value.code == 0 and capsys.readouterr().out.strip() == f"serve {version}"
+    quiet = [a.option_strings for a in srv.cli._parser("serve")._actions
+             if not a.help or a.help == argparse.SUPPRESS]
+    assert not quiet, f"options without help text: {quiet}"

