@@ -123,10 +123,58 @@ def test_version_and_help_for_every_option(server, kit, capsys):
 
     with kit.client(server) as c:
         version = c.get("/version").json()["version"]
-    assert version and version == srv.app.server_version()
+    assert version and version == srv.operations.server_version()
     with pytest.raises(SystemExit) as done:
         srv.cli._parser("serve").parse_args(["--version"])
     assert done.value.code == 0 and capsys.readouterr().out.strip() == f"serve {version}"
     quiet = [a.option_strings for a in srv.cli._parser("serve")._actions
              if not a.help or a.help == argparse.SUPPRESS]
     assert not quiet, f"options without help text: {quiet}"
+
+
+@pytest.mark.given
+def test_the_grafana_dashboard_reads_only_metrics_the_server_exports(server, kit):
+    """07_serving/grafana_dashboard.json: every panel's query (and the model variable's)
+    names only series that /metrics exports, every panel has one, and no `*_created` series
+    is exported (vLLM disables them)."""
+    import json
+    import re
+    from pathlib import Path
+
+    with kit.client(server) as c:
+        text = c.get("/metrics").text
+    exported = {ln.split("{")[0].split(" ")[0] for ln in text.splitlines() if ln and not ln.startswith("#")}
+    assert not [n for n in exported if n.endswith("_created")], sorted(exported)
+    dash = json.loads((Path(__file__).parents[1] / "grafana_dashboard.json").read_text(encoding="utf-8"))
+    queries = [t["expr"] for p in dash["panels"] for t in p["targets"]]
+    queries += [v["query"] for v in dash["templating"]["list"]]
+    assert len(dash["panels"]) >= 12 and all(p["targets"] for p in dash["panels"])
+    named = {n for q in queries for n in re.findall(r"vllm:[A-Za-z0-9_:]+", q)}
+    assert named and not named - exported, f"queries name series /metrics lacks: {sorted(named - exported)}"
+    families = {n.removesuffix("_bucket") for n in named if n.endswith("_bucket")}
+    for new in ("iteration_tokens_total", "request_prompt_tokens", "request_generation_tokens",
+                "request_params_n", "request_params_max_tokens", "request_inference_time_seconds"):
+        assert f"vllm:{new}" in families or f"vllm:{new}_sum" in named, f"no panel reads vllm:{new}"
+
+
+@pytest.mark.given
+def test_cors_is_opt_in_and_keeps_the_json_guard(start, server, kit, capsys):
+    """Without --allowed-origins a browser's preflight gets 405 (no CORS); with it, an allowed
+    origin's preflight passes (even under an API key: a preflight carries none) and its page
+    reads X-Request-Id, another origin is refused, and a body not declared JSON is still 415."""
+    pre = {"Origin": "http://localhost:3000", "Access-Control-Request-Method": "POST",
+           "Access-Control-Request-Headers": "authorization,content-type"}
+    with kit.client(server) as c:
+        assert c.options("/v1/completions", headers=pre).status_code == 405
+    h = start(allowed_origins=("http://localhost:3000",), api_key="k")
+    with kit.client(h) as c:
+        r = c.options("/v1/completions", headers=pre)
+        assert r.status_code == 200 and r.headers["access-control-allow-origin"] == "http://localhost:3000", r.headers
+        assert c.options("/v1/completions", headers={**pre, "Origin": "http://evil.example"}).status_code == 400
+        r = c.get("/v1/models", headers={"Origin": "http://localhost:3000", "Authorization": "Bearer k"})
+        assert r.status_code == 200 and "x-request-id" in r.headers["access-control-expose-headers"].lower()
+        r = c.post("/v1/completions", content=b'{"prompt": "a"}', headers={
+            "Origin": "http://localhost:3000", "Authorization": "Bearer k", "Content-Type": "text/plain"})
+        assert r.status_code == 415, r.text
+    assert srv.main(["--allowed-origins", "localhost:3000"]) == 2
+    assert "error: --allowed-origins" in capsys.readouterr().err

@@ -145,6 +145,16 @@ def test_metrics_match_the_requests_sent(start, kit, tmp_path, caplog):
                  "request_decode_time"):
         assert m[f"vllm:{hist}_seconds_count"] == seqs, hist
     assert m["vllm:inter_token_latency_seconds_count"] == sent_completion - seqs
+    # the given series beside 7.6's (metrics.py's observe_sizes and observe_params, the engine
+    # loop's tokens a step): vLLM's request-size, parameter and step histograms
+    assert m["vllm:request_prompt_tokens_count"] == seqs and m["vllm:request_prompt_tokens_sum"] == sent_prompt
+    assert m["vllm:request_generation_tokens_sum"] == sent_completion
+    assert m["vllm:request_inference_time_seconds_count"] == seqs
+    assert (m["vllm:request_params_n_count"], m["vllm:request_params_n_sum"]) == (5, 1 + 2 + 1 + 3 + 1)
+    assert m["vllm:request_params_max_tokens_sum"] == sum(6 + i for i in range(5))
+    assert m["vllm:iteration_tokens_total_count"] >= 1, "every engine step's tokens are observed"
+    assert sent_completion - seqs <= m["vllm:iteration_tokens_total_sum"] <= sent_prompt + sent_completion
+    assert not [k for k in m if k.endswith("_created")], "no *_created series (vLLM disables them)"
     assert m["vllm:num_requests_running"] == 0 and m["vllm:num_requests_waiting"] == 0
     assert m["vllm:kv_cache_usage_perc"] == 0
     for name in ("vllm:num_preemptions_total", "vllm:prefix_cache_queries_total", "vllm:prefix_cache_hits_total"):

@@ -11,20 +11,19 @@ from collections.abc import AsyncIterator
 from fastapi import FastAPI, Request as HTTPRequest
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response, StreamingResponse
-from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
 
 from solutions.paged import PagedEngine
 
 from . import tokenization
-from .auth import BearerAuth
 from .choices import Choices, chunk as _chunk
 from .disconnect import next_events, stream_closed, until_disconnected
 from .engine_client import Error, Event, Finish
 from .engine_process import EngineProcess
+from .operations import add_middlewares, operator_routes
 from .protocol import BODIES, APIError, bad, openapi
-from .request_id import RequestIdMiddleware, new_request_id, request_id
+from .request_id import new_request_id, request_id
 from .served_model import ServedTokenizer
 from .state import Job, ServerConfig, ServerState
 from .streaming import TokenStream, sse
@@ -193,16 +192,6 @@ async def _guarded(request: HTTPRequest, state: ServerState, kind: str) -> Respo
         return APIError(500, f"internal error: {type(e).__name__}: {e}", type="internal_error").response()
 
 
-def server_version() -> str:
-    """This course's version (its installed package's metadata; "unknown" where it is not installed)."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("ai-engineering-from-scratch")
-    except PackageNotFoundError:
-        return "unknown"
-
-
 def build_app(engine: PagedEngine | EngineProcess, tokenizer: ServedTokenizer | None = None,
               config: ServerConfig | None = None) -> FastAPI:
     """The FastAPI app over `engine` (run in a thread of this process, or an
@@ -236,9 +225,7 @@ def build_app(engine: PagedEngine | EngineProcess, tokenizer: ServedTokenizer | 
         kind = {404: "not_found_error", 405: "invalid_request_error"}.get(exc.status_code, "invalid_request_error")
         return APIError(exc.status_code, f"{request.method} {request.url.path}: {exc.detail}", type=kind).response()
 
-    if config.api_key is not None:
-        app.add_middleware(BearerAuth, key=config.api_key)
-    app.add_middleware(RequestIdMiddleware)  # added last: outermost, so a 401 carries the id too
+    add_middlewares(app, config)
 
     _routes(app, state)
     app.openapi = lambda: openapi(app, BODIES)  # the handlers read their bodies themselves (413, 415 first)
@@ -273,24 +260,4 @@ def _routes(app: FastAPI, state: ServerState) -> None:
                                             "owned_by": "ai-engineering-from-scratch",
                                             "max_model_len": state.limits.context}]}
 
-    _operator_routes(app, state)
-
-
-def _operator_routes(app: FastAPI, state: ServerState) -> None:
-    """What an operator reads: /version (vLLM's), /health and /metrics."""
-
-    @app.get("/version")
-    async def version():
-        return {"version": server_version()}
-
-    @app.get("/health")
-    async def health():
-        status = "draining" if state.admission.draining else "ok"
-        return JSONResponse({"status": status, **state.stats, "in_flight": len(state.jobs),
-                             "reserved_blocks": state.admission.reserved_blocks,
-                             "admitted": state.admission.admitted, "rejected": state.admission.rejected},
-                            status_code=200 if status == "ok" else 503)
-
-    @app.get("/metrics")
-    async def metrics():
-        return Response(state.metrics.exposition(), media_type=CONTENT_TYPE_LATEST)
+    operator_routes(app, state)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -14,9 +15,10 @@ from solutions.checks import ArgumentParser
 from solutions.device import DeviceError, add_device_arguments, device_from_args, dtype_name
 from solutions.kv_cache import Decoder, embedding
 
-from .app import build_app, server_version
+from .app import build_app
 from .engine import KV_BYTES, KV_CONTEXTS, MAX_BATCH_SIZE, MAX_TOKENS_PER_STEP, make_engine
 from .engine_process import EngineProcess
+from .operations import server_version
 from .served_model import SMOLLM2, ServedModel, default_model, load_served
 from .shutdown import CourseServer
 from .state import ServerConfig
@@ -57,6 +59,9 @@ def _parser(prog: str) -> ArgumentParser:
     p.add_argument("--api-key-file", default=None, metavar="FILE",
                    help="read the API key from FILE (its first line, surrounding whitespace stripped)")
     p.add_argument("--request-log", default=None, metavar="FILE", help="append one JSON line per request")
+    p.add_argument("--allowed-origins", default="", metavar="ORIGINS",
+                   help="CORS: comma-separated web origins (scheme://host[:port]) whose pages may call the API "
+                        "from a browser (default: none; vLLM's name, whose default is every origin)")
     p.add_argument("--max-batch-size", "--max-num-seqs", type=int, default=MAX_BATCH_SIZE,
                    help=f"most rows one engine step runs (vLLM's --max-num-seqs; default {MAX_BATCH_SIZE}): "
                         "the KV memory and the token budget bound it first")
@@ -141,6 +146,14 @@ def _check(args) -> None:
         raise ValueError(f"--grace must be >= 0, got {args.grace}")
     if args.request_log is not None and Path(args.request_log).is_dir():
         raise ValueError(f"--request-log {args.request_log} is a folder")
+    for origin in origins(args.allowed_origins):
+        if origin != "*" and not re.fullmatch(r"https?://[^/\s]+", origin):
+            raise ValueError(f"--allowed-origins: {origin!r} is not an origin (scheme://host[:port], or *)")
+
+
+def origins(text: str) -> tuple[str, ...]:
+    """--allowed-origins' comma-separated origins."""
+    return tuple(o.strip() for o in text.split(",") if o.strip())
 
 
 def main(argv: list[str] | None = None, prog: str = "python -m solutions.server") -> int:
@@ -173,7 +186,8 @@ def _serve(args, served: ServedModel, threads: int) -> int:
     config = ServerConfig(model_name=served.name, api_key=args.api_key, max_queue_tokens=args.max_queue_tokens,
                           max_queue_wait_s=args.max_queue_wait or None,
                           first_token_timeout_s=args.first_token_timeout, timeout_s=args.timeout,
-                          shutdown_grace_s=args.grace, request_log=args.request_log, admission=not args.no_admission)
+                          shutdown_grace_s=args.grace, request_log=args.request_log, admission=not args.no_admission,
+                          allowed_origins=origins(args.allowed_origins))
     sizes = dict(max_batch_size=args.max_batch_size, max_tokens_per_step=args.max_tokens_per_step,
                  num_blocks=args.num_blocks)
     model = served.model

@@ -106,25 +106,28 @@ class EngineLoop:
 
     def run_once(self) -> None:
         """Commands, deadlines, one step; then this step's events to the host, and stats."""
+        tokens: list[int] = []  # what the step ran (vllm:iteration_tokens_total)
         try:
             self._apply_commands(block=not self.engine.has_unfinished())
             self._check_deadlines()
             if self.engine.has_unfinished():
-                self._step()
+                tokens = self._step()
         except Exception as e:  # a bug must not kill the server: fail what is in flight
             log.error("engine loop error", exc_info=e)
             self._fail_all(APIError(500, f"engine error: {type(e).__name__}: {e}", type="internal_error"))
         self._flush()
-        self.host.update_stats(engine_stats(self.engine, self.steps_run))
+        self.host.update_stats({**engine_stats(self.engine, self.steps_run), "iteration_tokens": tokens})
 
-    def _step(self) -> None:
+    def _step(self) -> list[int]:
         out = self.engine.step()
         self.steps_run += bool(out.ran)
         self._emit(out)
         if not out.ran:
             time.sleep(0.001)
+            return []
         if len(self.engine.steps) > 4096:  # keep the engine's step log bounded too
             del self.engine.steps[:-1024]
+        return [self.engine.steps[-1].prefill_tokens + self.engine.steps[-1].decode_rows]  # the tokens it ran
 
     def _flush(self) -> None:
         """Hand this step's events to the host in ONE call, instead of one per token: each

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics, generate_latest
 
 from solutions.batching import Request, State
 
@@ -71,6 +71,9 @@ class Metrics:
     Counters are exported with prometheus' `_total` suffix (`vllm:prompt_tokens_total`)."""
 
     def __init__(self, model_name: str = MODEL_NAME):
+        # no `*_created` series (each counter's and histogram's creation time): vLLM turns them
+        # off the same way (prometheus_client's switch, for the whole process)
+        disable_created_metrics()
         self.registry = r = CollectorRegistry()
         labels = {"model_name": model_name}
         self.labels = labels
@@ -95,16 +98,32 @@ class Metrics:
         self.queue = hist("vllm:request_queue_time_seconds", "Arrival to first scheduled")
         self.prefill = hist("vllm:request_prefill_time_seconds", "First scheduled to first token")
         self.decode = hist("vllm:request_decode_time_seconds", "First token to last token")
+        self.inference = hist("vllm:request_inference_time_seconds", "First scheduled to finished (prefill + decode)")
         self._seen = {"preemptions": 0, "prefix_queries": 0, "prefix_hits": 0}
         for metric in (self.running, self.waiting, self.kv_usage, self.prompt_tokens, self.generation_tokens,
                        self.preemptions, self.prefix_queries, self.prefix_hits, self.ttft, self.itl, self.e2e,
-                       self.queue, self.prefill, self.decode):
+                       self.queue, self.prefill, self.decode, self.inference, *self._size_histograms(r, names)):
             metric.labels(**labels)  # export every series from the start, at 0
         for reason in ("stop", "length", "abort"):
             self.success.labels(**labels, finished_reason=reason)
 
+    def _size_histograms(self, registry: CollectorRegistry, names: list[str]) -> list[Histogram]:
+        """vLLM's histograms of sizes: a sequence's prompt and output, a request's n and
+        max_tokens, an engine step's tokens (1-2-5 buckets)."""
+        sizes = lambda name, doc: Histogram(name, doc, names, buckets=_SIZE_BUCKETS, registry=registry)  # noqa: E731
+        self.request_prompt = sizes("vllm:request_prompt_tokens", "Prompt tokens of each finished sequence")
+        self.request_generation = sizes("vllm:request_generation_tokens", "Generated tokens of each finished sequence")
+        self.params_n = sizes("vllm:request_params_n", "The n of each request served")
+        self.params_max_tokens = sizes("vllm:request_params_max_tokens", "The max_tokens of each request served")
+        self.iteration_tokens = sizes("vllm:iteration_tokens_total", "Tokens run by each engine step")
+        return [self.request_prompt, self.request_generation, self.params_n, self.params_max_tokens,
+                self.iteration_tokens]
+
     def update_engine(self, stats: dict) -> None:
-        """Gauges from the engine's state between steps; counters from its running totals."""
+        """Gauges from the engine's state between steps; counters from its running totals;
+        one `iteration_tokens` observation per step run since the last update."""
+        for tokens in stats.get("iteration_tokens", ()):
+            self.iteration_tokens.labels(**self.labels).observe(tokens)
         self.running.labels(**self.labels).set(stats["running"])
         self.waiting.labels(**self.labels).set(stats["waiting"])
         self.kv_usage.labels(**self.labels).set(stats["kv_usage"])
@@ -141,6 +160,19 @@ class Metrics:
             self.itl.labels(**lab).observe(b - a)
         # END SOLUTION
 
+    def observe_sizes(self, line: dict) -> None:
+        """One finished sequence's sizes and its time running (`e2e_s - queue_s`, where both
+        exist), from its log line (given code, beside 7.6's `observe_finished`)."""
+        self.request_prompt.labels(**self.labels).observe(line["prompt_tokens"])
+        self.request_generation.labels(**self.labels).observe(line["output_tokens"])
+        if line["e2e_s"] is not None and line["queue_s"] is not None:
+            self.inference.labels(**self.labels).observe(line["e2e_s"] - line["queue_s"])
+
+    def observe_params(self, n: int, max_tokens: int) -> None:
+        """One request's `n` and `max_tokens`, as it was handed to the engine."""
+        self.params_n.labels(**self.labels).observe(n)
+        self.params_max_tokens.labels(**self.labels).observe(max_tokens)
+
     def exposition(self) -> bytes:
         """The registry in Prometheus' text format (what GET /metrics answers)."""
         return generate_latest(self.registry)
@@ -148,3 +180,4 @@ class Metrics:
 
 _LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0,
                     7.5, 10.0, 20.0, 40.0, 80.0)
+_SIZE_BUCKETS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 20000, 50000, 100000)  # vLLM's 1-2-5

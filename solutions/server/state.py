@@ -46,6 +46,7 @@ class ServerConfig:
     shutdown_grace_s: float = 10.0
     request_log: str | None = None
     admission: bool = True
+    allowed_origins: tuple[str, ...] = ()  # CORS: the web origins whose pages may call the API (none: no CORS)
 
 
 @dataclass
@@ -100,6 +101,7 @@ class ServerState:
         """Hand a job to the engine; its events arrive on `job.stream`."""
         self.jobs[job.id] = job
         self.in_engine[job.id] = job
+        self.metrics.observe_params(job.gen.n, job.gen.max_tokens)
         self.loop.submit(Add("add", job.id, job.gen, job.arrival))
 
     def abort(self, job: Job, reason: APIError | str) -> None:
@@ -150,10 +152,11 @@ class ServerState:
             self.finished_lines.append(line)
             del self.finished_lines[:-1000]
         self.metrics.observe_finished(line, request)
+        self.metrics.observe_sizes(line)
 
     def update_stats(self, stats: dict) -> None:
-        self.stats = stats
         self.metrics.update_engine(stats)
+        self.stats = {k: v for k, v in stats.items() if k != "iteration_tokens"}  # a snapshot: /health
 
 
 def _admission(config: ServerConfig, num_blocks: int, block_size: int, clock) -> AdmissionControl:
