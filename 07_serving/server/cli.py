@@ -20,6 +20,7 @@ from solutions.kv_cache import Decoder, embedding
 from .app import build_app
 from .engine import KV_BYTES, KV_CONTEXTS, MAX_BATCH_SIZE, MAX_TOKENS_PER_STEP, make_engine
 from .engine_process import EngineProcess
+from .json_logs import LOG_FORMAT_ENV, configure_logging
 from .operations import server_version
 from .served_model import SMOLLM2, ServedModel, default_model, load_served
 from .shutdown import CourseServer
@@ -61,6 +62,9 @@ def _parser(prog: str) -> ArgumentParser:
     p.add_argument("--api-key-file", default=None, metavar="FILE",
                    help="read the API key from FILE (its first line, surrounding whitespace stripped)")
     p.add_argument("--request-log", default=None, metavar="FILE", help="append one JSON line per request")
+    p.add_argument("--log-format", choices=("json", "text"), default="json",
+                   help="the process's log lines on stderr, uvicorn's included: one JSON object each (default), "
+                        "or plain text")
     p.add_argument("--allowed-origins", default="", metavar="ORIGINS",
                    help="CORS: comma-separated web origins (scheme://host[:port]) whose pages may call the API "
                         "from a browser (default: none; vLLM's name, whose default is every origin)")
@@ -177,7 +181,8 @@ def main(argv: list[str] | None = None, prog: str = "python -m solutions.server"
     # The engine thread and the event loop share one interpreter lock; by default a thread
     # waiting for it may wait 5 ms, a whole decode step here. Hand it over more often.
     sys.setswitchinterval(0.0005)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    configure_logging(args.log_format)
+    os.environ[LOG_FORMAT_ENV] = args.log_format  # the engine process's lines alike
     logging.getLogger("course.server").info("model on %s in %s, %d torch thread(s) of the %d core(s) given: %s",
                                             device, dtype_name(dtype), threads, args.threads, served.name)
     return _serve(args, served, threads)
@@ -199,7 +204,8 @@ def _serve(args, served: ServedModel, threads: int) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     app = build_app(engine, served.tokenizer, config)
-    server = CourseServer(uvicorn.Config(app, host=args.host, port=args.port, log_level="info", access_log=False),
+    server = CourseServer(uvicorn.Config(app, host=args.host, port=args.port, log_level="info", access_log=False,
+                                         log_config=None),  # its lines go through configure_logging's handler
                           app.state.course, args.grace)
     try:
         server.run()

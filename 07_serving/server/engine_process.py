@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import runpy
 import signal
 import sys
@@ -40,6 +41,7 @@ from .detokenizer import BYTE_TEXT, TokenText
 from .engine import gemm_layout, make_engine
 from .engine_client import CLOSED, Closed, Command, Deadlines, EngineHost, Error, Event
 from .engine_loop import EngineThread
+from .json_logs import LOG_FORMAT_ENV, configure_logging
 from .protocol import APIError
 
 log = logging.getLogger("course.server")
@@ -145,6 +147,7 @@ def child_main(conn, model: Decoder, engine_kwargs: dict, threads: int) -> None:
         signal.signal(sig, signal.SIG_IGN)
     torch.set_num_threads(threads)
     sys.setswitchinterval(0.0005)
+    configure_logging(os.environ.get(LOG_FORMAT_ENV, "json"))  # as the HTTP process logs (cli.py sets it)
     try:
         engine = EngineThread(make_engine(gemm_layout(model), **engine_kwargs))  # this process's copy of the model
     except Exception as e:

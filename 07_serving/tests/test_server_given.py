@@ -178,3 +178,36 @@ def test_cors_is_opt_in_and_keeps_the_json_guard(start, server, kit, capsys):
         assert r.status_code == 415, r.text
     assert srv.main(["--allowed-origins", "localhost:3000"]) == 2
     assert "error: --allowed-origins" in capsys.readouterr().err
+
+
+@pytest.mark.given
+def test_every_log_line_of_the_process_is_one_json_object():
+    """`--log-format json` (the default): the server's lines and uvicorn's are each one JSON
+    object (time, level, logger, message); a request's log line is an object under `request`,
+    not a string; an exception's traceback is kept."""
+    import io
+    import json
+    import logging
+
+    root, uv = logging.getLogger(), [logging.getLogger(n) for n in ("uvicorn", "uvicorn.error", "uvicorn.access")]
+    saved = (root.handlers[:], root.level, [(lg.handlers[:], lg.propagate, lg.level) for lg in uv])
+    out = io.StringIO()
+    try:
+        srv.json_logs.configure_logging("json", stream=out)
+        logging.getLogger("uvicorn.error").info("Uvicorn running on http://127.0.0.1:%d", 8000)
+        logging.getLogger("course.server").info(json.dumps({"request_id": "cmpl-a", "output_tokens": 3}))
+        try:
+            raise ValueError("boom")
+        except ValueError:
+            logging.getLogger("course.server").exception("handler error (request %s)", "a")
+    finally:
+        root.handlers[:] = saved[0]
+        root.setLevel(saved[1])
+        for lg, (handlers, propagate, level) in zip(uv, saved[2]):
+            lg.handlers[:], lg.propagate = handlers, propagate
+            lg.setLevel(level)
+    lines = [json.loads(ln) for ln in out.getvalue().splitlines()]
+    assert [ln["logger"] for ln in lines] == ["uvicorn.error", "course.server", "course.server"], lines
+    assert lines[0]["message"] == "Uvicorn running on http://127.0.0.1:8000" and lines[0]["level"] == "INFO"
+    assert lines[0]["time"].endswith("Z") and lines[1]["request"] == {"request_id": "cmpl-a", "output_tokens": 3}
+    assert lines[2]["level"] == "ERROR" and "ValueError: boom" in lines[2]["exc_info"]
