@@ -16,7 +16,9 @@ LOG_FORMAT_ENV = "COURSE_LOG_FORMAT"
 class JsonFormatter(logging.Formatter):
     """A record as one JSON object: `time` (UTC, ISO 8601 with milliseconds), `level`,
     `logger`, `message`; a message that is itself a JSON object (the server's request log
-    line) goes in as `request`, not as a string; an exception's traceback as `exc_info`."""
+    line) has its keys merged in, not kept as a string (so the line still parses as a request
+    log line: stage 08's `parse_request_log` keeps extra keys); an exception's traceback as
+    `exc_info`."""
 
     def format(self, record: logging.LogRecord) -> str:
         message = record.getMessage()
@@ -27,7 +29,7 @@ class JsonFormatter(logging.Formatter):
         except ValueError:
             obj = None
         if isinstance(obj, dict):
-            out["message"], out["request"] = "request finished", obj
+            out = {**out, "message": "request finished", **obj}
         else:
             out["message"] = message
         if record.exc_info:
