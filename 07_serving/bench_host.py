@@ -19,7 +19,13 @@ The script only uses APIs the server had before issue 21's changes, so the same 
 in a checkout of an older commit measures "before" (there, without `course.bench_impl`, it
 measures the reference, `solutions.server`, as it did then):
 
-    python 07_serving/bench_host.py [--impl student|solution] [--rows 64] [--requests 64]
+    python 07_serving/bench_host.py [--impl student|solution] [--rows 64] [--requests 64] [--slow-log-ms MS]
+
+`--slow-log-ms MS` puts a sink on the server's logger that takes MS milliseconds a line (a
+saturated disk, a terminal nobody reads: the source's case of latency jitter from synchronous
+log writes) and reports the longest host gap between two steps, `max_host_ms`, and the 99th
+percentile, `host_p99_ms`. Run on the commit before the request log went through a queue
+(cdd49a7) and after it, as below, it measures what the queue (log_writer.py) buys.
     git worktree add /tmp/before e285b54 && cp 07_serving/bench_host.py /tmp/before/07_serving/ \\
         && (cd /tmp/before && python 07_serving/bench_host.py)
 """
@@ -72,6 +78,19 @@ asyncio.run(main())
 """
 
 
+def slow_log_sink(ms: float) -> None:
+    """A handler on the server's logger that takes `ms` milliseconds a record."""
+    import logging
+
+    class Slow(logging.Handler):
+        def emit(self, record):
+            time.sleep(ms / 1e3)
+
+    logger = logging.getLogger("course.server")
+    logger.setLevel(logging.INFO)
+    logger.addHandler(Slow())
+
+
 def serve_burst(model, rows: int, requests: int) -> dict:
     engine = srv.make_engine(model, max_batch_size=rows, max_tokens_per_step=2048,
                          num_blocks=-(-rows * model.config.block_size // 16))
@@ -96,9 +115,11 @@ def serve_burst(model, rows: int, requests: int) -> dict:
         handle.stop()
     # one engine-loop iteration runs from one step's start to the next one's: step + host work
     full = [i for i in range(len(steps) - 1) if steps[i][2] >= rows // 2]
+    gaps = sorted(steps[i + 1][0] - steps[i][0] - steps[i][1] for i in range(len(steps) - 1))
     return {"steps": len(steps), "full_steps": len(full),
             "step_ms": statistics.median(steps[i][1] for i in full) * 1e3,
             "host_ms": statistics.median(steps[i + 1][0] - steps[i][0] - steps[i][1] for i in full) * 1e3,
+            "host_p99_ms": gaps[min(len(gaps) - 1, int(0.99 * len(gaps)))] * 1e3, "max_host_ms": gaps[-1] * 1e3,
             "tok_s": json.loads(out.stdout)["tok_s"]}
 
 
@@ -125,6 +146,8 @@ def main() -> None:
     p.add_argument("--rows", type=int, default=4 if SMOKE else 64)
     p.add_argument("--requests", type=int, default=4 if SMOKE else 64)
 
+    p.add_argument("--slow-log-ms", type=float, default=0.0, metavar="MS",
+                   help="a log sink that takes MS ms a line on the server's logger (default: none)")
     p.add_argument("--json", default=None, metavar="FILE")
     if add_impl_argument is not None:
         add_impl_argument(p)
@@ -141,6 +164,8 @@ def main() -> None:
     torch.set_num_threads(1)
     sys.setswitchinterval(0.0005)  # as `course serve` does
     model, _ = load_default()
+    if args.slow_log_ms > 0:
+        slow_log_sink(args.slow_log_ms)
     row = {**serve_burst(model, args.rows, args.requests), **(profile_decode(model, args.rows) if profiled else {})}
     for k, v in row.items():
         print(f"{k:>24}: {v:.2f}" if isinstance(v, float) else f"{k:>24}: {v}")

@@ -20,6 +20,7 @@ from .admission import AdmissionControl, Ticket
 from .engine_client import Abort, Add, Closed, Deadlines, EngineClient, Event
 from .engine_loop import EngineThread
 from .engine_process import EngineProcess
+from .log_writer import RequestLogWriter
 from .metrics import Metrics, request_log
 from .protocol import MODEL_NAME, APIError, GenerationRequest, Limits
 from .served_model import ServedTokenizer, as_served
@@ -91,7 +92,7 @@ class ServerState:
         self.jobs: dict[str, Job] = {}
         self.in_engine: dict[str, Job] = {}  # added to the engine and not closed by it yet
         self.finished_lines: list[dict] = []   # the last few log lines (for tests and the demo)
-        self._log_file = open(config.request_log, "a", encoding="utf-8") if config.request_log else None
+        self.request_log = RequestLogWriter(log, config.request_log)  # the console's and the file's lines, queued
         self._log_lock = threading.Lock()
 
     # -- the HTTP side's verbs (the event loop's thread)
@@ -112,10 +113,7 @@ class ServerState:
 
     def close(self) -> None:
         self.loop.stop()
-        with self._log_lock:
-            if self._log_file is not None:
-                self._log_file.close()
-                self._log_file = None
+        self.request_log.close()  # what is queued is written first
 
     # -- EngineHost: the engine's calls (its thread, or an engine process's reader)
     def deliver(self, batch: list[tuple[str, Event | Closed]]) -> None:
@@ -143,14 +141,10 @@ class ServerState:
                 loop.call_soon_threadsafe(_run_calls, calls)
 
     def record(self, request: Request, reason: str | None) -> None:
-        """One finished sequence -> log line (logger + JSONL file) + metrics."""
+        """One finished sequence -> log line (logger + JSONL file, queued) + metrics."""
         line = request_log(request, reason)
-        text = json.dumps(line)
-        log.info(text)
+        self.request_log.write(json.dumps(line))  # never waits on a disk or a terminal (log_writer.py)
         with self._log_lock:
-            if self._log_file is not None:
-                self._log_file.write(text + "\n")
-                self._log_file.flush()
             self.finished_lines.append(line)
             del self.finished_lines[:-1000]
         self.metrics.observe_finished(line, request)

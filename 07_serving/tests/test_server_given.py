@@ -212,3 +212,37 @@ def test_every_log_line_of_the_process_is_one_json_object():
     assert lines[0]["time"].endswith("Z") and lines[1]["message"] == "request finished"
     assert {k: lines[1][k] for k in ("request_id", "output_tokens")} == {"request_id": "cmpl-a", "output_tokens": 3}
     assert lines[2]["level"] == "ERROR" and "ValueError: boom" in lines[2]["exc_info"]
+
+
+@pytest.mark.given
+def test_the_request_log_never_waits_on_its_sink(tmp_path):
+    """The request log is written by a thread of its own (log_writer.py): `write` returns while
+    the console's sink is stuck, and the lines come out in order, to the logger and the file,
+    once it moves (`flush` waits for them; `close` writes what is queued)."""
+    import logging
+    import threading
+
+    gate, seen = threading.Event(), []
+
+    class Stuck(logging.Handler):  # a saturated disk, a terminal nobody reads
+        def emit(self, record):
+            gate.wait(60)
+            seen.append(record.getMessage())
+
+    sink = logging.Logger("course.server")
+    sink.addHandler(Stuck())
+    path = tmp_path / "requests.jsonl"
+    w = srv.log_writer.RequestLogWriter(sink, str(path))
+    try:
+        wrote = threading.Event()
+        threading.Thread(target=lambda: ([w.write(f'{{"n": {i}}}') for i in range(3)], wrote.set())).start()
+        assert wrote.wait(30), "write() waited for a stuck sink: the log must stay off the engine's path"
+        assert seen == [] and path.read_text(encoding="utf-8") == ""
+        gate.set()
+        w.flush()
+        assert seen == ['{"n": 0}', '{"n": 1}', '{"n": 2}'] and path.read_text(encoding="utf-8").splitlines() == seen
+        w.write('{"n": 3}')
+    finally:
+        gate.set()
+        w.close()
+    assert path.read_text(encoding="utf-8").splitlines()[-1] == '{"n": 3}', "close() writes what is queued"

@@ -160,6 +160,7 @@ def test_metrics_match_the_requests_sent(start, kit, tmp_path, caplog):
     for name in ("vllm:num_preemptions_total", "vllm:prefix_cache_queries_total", "vllm:prefix_cache_hits_total"):
         assert name in m, name
 
+    h.state.request_log.flush()  # the log lines are written by a thread of their own (given code: log_writer.py)
     lines = [json.loads(s) for s in log_path.read_text().splitlines()]
     assert len(lines) == seqs and all(set(ln) == KEYS for ln in lines)
     assert len({ln["request_id"] for ln in lines}) == seqs

@@ -21,6 +21,7 @@ The files, in exercise order (the lesson is in 07_serving.ipynb), then the given
     engine_boot.py  the engine process's first code (loads this package)     given
     hf_export.py    the model as a Hugging Face folder (for vLLM, transformers) given
     json_logs.py    configure_logging: one JSON object a log line (uvicorn's too)  given
+    log_writer.py   RequestLogWriter: the request log through a queue and a thread  given
     operations.py   the middlewares (key, CORS, ids); /version, /health, /metrics  given
     protocol.py     APIError, Limits, GenerationRequest, the chat template    given
     request_id.py   RequestIdMiddleware: X-Request-Id, honoured or made       given
