@@ -6,7 +6,7 @@ Written where it is produced, a line costs the thread that produced it a write, 
 to a disk or a terminal that may be slow: the engine's thread (`--in-process`) or the thread
 that carries the engine process's events to the clients. The source's service saw its latency
 jitter come from exactly that, synchronous log writes on a saturated disk
-(07_serving/bench_host.py measures it with a slow sink, `--part log`)."""
+(`07_serving/bench_host.py --slow-log-ms MS` measures it with a slow sink)."""
 
 from __future__ import annotations
 
@@ -43,6 +43,7 @@ class RequestLogWriter:
             handlers.append(self._file)
         self._listener = QueueListener(self.queue, *handlers)
         self._listener.start()
+        self._open = True
 
     def write(self, text: str) -> None:
         self._log.info(text)
@@ -51,7 +52,8 @@ class RequestLogWriter:
         self.queue.join()
 
     def close(self) -> None:
-        if self._listener._thread is not None:  # idempotent: stop() once
+        if self._open:  # idempotent: the listener stops once
+            self._open = False
             self._listener.stop()
         if self._file is not None:
             self._file.close()
