@@ -134,7 +134,8 @@ class ParallelSampling:
             if sampling.seed is not None:
                 sampling = dataclasses.replace(sampling, seed=sampling.seed + i)
             children.append(Request(request.prompt, request.max_new_tokens, sampling=sampling, stop=request.stop,
-                                    priority=request.priority, request_id=rid, arrival=request.arrival))
+                                    priority=request.priority, request_id=rid, arrival=request.arrival,
+                                    client=request.client))
         self.add_request(children[0])
         for child in children[1:]:
             self.add_request(child, arrival=children[0].arrival)

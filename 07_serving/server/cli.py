@@ -18,7 +18,7 @@ from solutions.device import DeviceError, add_device_arguments, device_from_args
 from solutions.kv_cache import Decoder, embedding
 
 from .app import build_app
-from .engine import KV_BYTES, KV_CONTEXTS, MAX_BATCH_SIZE, MAX_TOKENS_PER_STEP, make_engine
+from .engine import KV_BYTES, KV_CONTEXTS, MAX_BATCH_SIZE, MAX_TOKENS_PER_STEP, SCHEDULING_POLICIES, make_engine
 from .engine_process import EngineProcess
 from .json_logs import LOG_FORMAT_ENV, configure_logging
 from .operations import server_version
@@ -77,6 +77,9 @@ def _parser(prog: str) -> ArgumentParser:
     p.add_argument("--num-blocks", type=int, default=None,
                    help=f"KV memory in blocks of 16 tokens (default: {KV_CONTEXTS} whole contexts of the model, "
                         f"at most {KV_BYTES >> 20} MiB of K/V but one whole context)")
+    p.add_argument("--scheduling-policy", choices=sorted(SCHEDULING_POLICIES), default="fair",
+                   help="fair (default): the engine is shared between clients (the request's `user` field), the "
+                        "one holding the least KV memory first; fcfs: first come, first served over all requests")
     _limit_arguments(p)
     p.add_argument("--threads", type=int, default=1,
                    help="CPU cores the server may use (default 1): the engine gets cores - 1 torch threads "
@@ -196,7 +199,7 @@ def _serve(args, served: ServedModel, threads: int) -> int:
                           shutdown_grace_s=args.grace, request_log=args.request_log, admission=not args.no_admission,
                           allowed_origins=origins(args.allowed_origins))
     sizes = dict(max_batch_size=args.max_batch_size, max_tokens_per_step=args.max_tokens_per_step,
-                 num_blocks=args.num_blocks)
+                 num_blocks=args.num_blocks, scheduling_policy=args.scheduling_policy)
     model = served.model
     try:
         engine = make_engine(model, **sizes) if args.in_process else EngineProcess(model, threads=threads, **sizes)

@@ -20,6 +20,8 @@ MODEL_NAME = "course-gpt"
 #: `top_logprobs`): vLLM's default `max_logprobs`, and OpenAI's chat limit (its legacy
 #: completions stop at 5).
 MAX_LOGPROBS = 20
+#: The longest `user` (the client the engine shares itself fairly with) a request may name.
+MAX_USER = 256
 
 
 class APIError(Exception):
@@ -91,6 +93,7 @@ class GenerationRequest:
     logprobs: int | None = None   # top alternatives per token (completions' logprobs, chat's top_logprobs)
     echo: bool = False            # a completion answers its prompt first (with its logprobs, if asked)
     echo_only: bool = False       # echo with max_tokens 0: the engine makes 1 token, the answer drops it
+    client: str = ""              # who sent it (the body's `user`): the engine shares itself fairly between clients
 
     @property
     def batch(self) -> tuple[tuple[int, ...], ...]:
@@ -170,7 +173,8 @@ class _GenerationBody(_Body):
     repetition_penalty: Number | None = Field(None, gt=0, description="a number > 0 (1 = off)")  # vLLM's
     ignore_eos: bool | None = Field(None, description="a boolean")                               # vLLM's
     min_tokens: int | None = Field(None, ge=0, description="an integer >= 0 (at most max_tokens)")  # vLLM's
-    user: str | None = Field(None, description="a string")
+    user: str | None = Field(None, max_length=MAX_USER, description=f"a string of at most {MAX_USER} characters "
+                             "(the client the server shares its engine fairly with)")
     n: Budget = Field(None, description="an integer >= 1 (as many choices as the server allows)")
     max_tokens: Budget = Field(None, description="an integer >= 1 that fits the context with the prompt")
     presence_penalty: Literal[0] | None = _no_op(0)

@@ -89,7 +89,7 @@ def parse_request(body: object, kind: str, limits: Limits, tokenizer: ServedToke
                              1.0 if req.repetition_penalty is None else float(req.repetition_penalty),
                              bool(req.ignore_eos), min_tokens,
                              tuple(tuple(p) for p in batch) if len(batch) > 1 else (), logprobs,
-                             kind == "completion" and bool(req.echo), echo_only)
+                             kind == "completion" and bool(req.echo), echo_only, req.user or "")
 
 
 def check_model(model: str, limits: Limits) -> None:

@@ -78,14 +78,16 @@ class Request:
 
     def __init__(self, prompt: Sequence[int], max_new_tokens: int = 16, *,
                  sampling: SamplingParams | None = None, stop: Iterable[int] = (), priority: int = 0,
-                 request_id: str | None = None, arrival: float | None = None):
+                 request_id: str | None = None, arrival: float | None = None, client: str = ""):
         """A WAITING request with no events yet (`Engine.add_request` records the first).
 
         request_id   "req-<n>" unless given (a str)
         prompt       tuple of token ids (non-empty; ints >= 0)
         max_new_tokens, sampling (default greedy), stop (frozenset of token ids; empty when
                      sampling.ignore_eos), priority
-                     (an int, lower runs first), arrival (clock time; the engine sets it)
+                     (an int, lower runs first), arrival (clock time; the engine sets it),
+                     client (a str naming who sent it, "" for nobody in particular: a
+                     scheduler that shares the engine fairly between clients reads it)
         seq          the engine's arrival counter, breaking ties in `order`
         state, events, finish_reason   the state machine (5.1)
         output, token_times            the tokens made so far and when
@@ -107,6 +109,8 @@ class Request:
             raise ValueError(f"stop must be token ids (non-negative ints), got {stop!r}")
         if not is_int(priority):
             raise ValueError(f"priority must be an int (lower runs first), got {priority!r}")
+        if not isinstance(client, str):
+            raise ValueError(f"client must be a str, got {client!r:.80}")
         if sampling is not None and not isinstance(sampling, SamplingParams):
             raise TypeError(f"sampling must be a SamplingParams, got {type(sampling).__name__}")
         self.request_id = f"req-{next(_request_ids)}" if request_id is None else str(request_id)
@@ -116,6 +120,7 @@ class Request:
         # ignore_eos (vLLM's): nothing stops it but max_new_tokens
         self.stop = frozenset() if self.sampling.ignore_eos else frozenset(int(t) for t in stop)
         self.priority = int(priority)
+        self.client = client
         self.arrival = arrival          # set by Engine.add_request when None
         self.seq = 0                    # the engine's arrival counter: breaks ties in `order`
         self.state = State.WAITING

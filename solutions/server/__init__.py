@@ -18,6 +18,7 @@ The files, in exercise order (the lesson is in 07_serving.ipynb), then the given
     engine_client.py   the engine boundary: EngineClient, EngineHost, messages  given
     engine_loop.py  EngineLoop, EngineThread: the one thread that touches it   given
     engine_process.py  EngineProcess: the engine in a process of its own      given
+    fairness.py     FairBatching: the engine shared fairly between clients    given
     engine_boot.py  the engine process's first code (loads this package)     given
     hf_export.py    the model as a Hugging Face folder (for vLLM, transformers) given
     json_logs.py    configure_logging: one JSON object a log line (uvicorn's too)  given
@@ -41,6 +42,7 @@ from .engine import gemm_layout, make_engine
 from .engine_client import EngineClient, EngineHost
 from .engine_loop import EngineLoop, EngineThread, engine_stats
 from .engine_process import EngineProcess
+from .fairness import FairBatching
 from .metrics import LOG_KEYS, Metrics, request_log
 from .protocol import CHAT_ROLES, CHAT_TEMPLATE, MODEL_NAME, APIError, GenerationRequest, Limits, render_chat
 from .serve import ServerHandle, serve_in_thread
@@ -56,6 +58,6 @@ __all__ = [
     "stream_closed",
     "TokenStream", "sse", "Detokenizer", "TokenText", "BYTE_TEXT", "LOG_KEYS", "request_log", "Metrics", "drain",
     "ServerConfig", "ServerState", "Job", "EngineClient", "EngineHost", "EngineLoop", "EngineThread", "EngineProcess",
-    "build_app", "make_engine", "gemm_layout", "ServerHandle",
+    "build_app", "make_engine", "FairBatching", "gemm_layout", "ServerHandle",
     "serve_in_thread", "main", "demo", "ServedModel", "ServedTokenizer", "default_model", "load_served",
 ]

@@ -9,6 +9,8 @@ from solutions.batching import ContinuousBatching, Engine
 from solutions.kv_cache import Decoder, embedding, kv_heads
 from solutions.paged import PagedEngine
 
+from .fairness import FairBatching
+
 #: The server's defaults, chosen by measurement (the stage 07 lesson, "How many rows a step"):
 #: up to 128 rows a step, 2048 tokens a step (vLLM's CPU serving defaults, `max_num_seqs` and
 #: `max_num_batched_tokens`), KV memory for 64 whole contexts. KV_BYTES bounds that memory for
@@ -17,6 +19,10 @@ from solutions.paged import PagedEngine
 #: 24 GB; 1 GiB holds 23,301 tokens (vLLM's CPU backend sizes its KV cache in bytes too,
 #: VLLM_CPU_KVCACHE_SPACE).
 MAX_BATCH_SIZE, MAX_TOKENS_PER_STEP, KV_CONTEXTS, KV_BYTES = 128, 2048, 64, 1 << 30
+
+#: How the engine chooses between requests (`--scheduling-policy`): "fair" shares it between
+#: clients (fairness.py), "fcfs" is stage 05's first come, first served over all of them.
+SCHEDULING_POLICIES = {"fair": FairBatching, "fcfs": ContinuousBatching}
 
 
 def kv_bytes_per_token(model: Decoder) -> int:
@@ -36,16 +42,20 @@ def default_blocks(model: Decoder, block_size: int = 16) -> int:
 
 def make_engine(model: Decoder, *, max_batch_size: int = MAX_BATCH_SIZE,
                 max_tokens_per_step: int | None = MAX_TOKENS_PER_STEP, block_size: int = 16,
-                num_blocks: int | None = None) -> Engine:
+                num_blocks: int | None = None, scheduling_policy: str = "fair") -> Engine:
     """The engine the server runs: stage 06's PagedEngine (paged KV blocks, prefix caching,
     copy-on-write forks for n > 1) over stage 05's continuous batching with chunked prefill.
 
     What bounds a step is the KV memory (`num_blocks`, default `default_blocks`: KV_CONTEXTS
     whole contexts of the model, at most KV_BYTES) and the token budget (`max_tokens_per_step`, vLLM's
-    `max_num_batched_tokens`); `max_batch_size` (vLLM's `max_num_seqs`) only caps the rows."""
+    `max_num_batched_tokens`); `max_batch_size` (vLLM's `max_num_seqs`) only caps the rows.
+    `scheduling_policy`: a key of SCHEDULING_POLICIES (default "fair": one client's flood
+    does not hold up the others)."""
+    if scheduling_policy not in SCHEDULING_POLICIES:
+        raise ValueError(f"scheduling_policy must be one of {sorted(SCHEDULING_POLICIES)}, got {scheduling_policy!r}")
     if num_blocks is None:
         num_blocks = default_blocks(model, block_size)
-    scheduler = ContinuousBatching(max_batch_size, max_tokens_per_step=max_tokens_per_step)
+    scheduler = SCHEDULING_POLICIES[scheduling_policy](max_batch_size, max_tokens_per_step=max_tokens_per_step)
     return PagedEngine(model, scheduler, block_size=block_size, num_blocks=num_blocks)
 
 

@@ -1,0 +1,152 @@
+"""Stage 07 benchmark: fairness between clients. A quiet client's time to first token alone,
+and while another client floods the server, under each scheduling policy.
+
+The server runs as its own process (`course --impl IMPL serve --scheduling-policy P`,
+1 thread, `--model` default or smollm2, --rows rows (default 128), its default KV memory and
+admission). The
+quiet client is a second process, so that this process's flood of streams cannot delay its
+clock. It sends --quiet requests one at a time, 50 ms apart, after one it does not count: 32 prompt tokens cut from real
+Python source (token ids), 8 out, temperature 0, `user` "quiet". The flood is this process:
+--flood connections, each sending its next request as soon as its last one ends (100
+prompt tokens, 140 out, `user` "flood"; the source's outage was one user's 1,000 concurrent
+requests).
+
+Per policy (fair, then fcfs), the quiet client's TTFT p50 / p99 (client side: request sent
+-> response headers, which the server sends with the first token) alone and under the flood,
+its requests refused (503), its engine-side TTFT p99 under the flood (request log: arrival
+at the handler -> first token), and the flood's output tokens/s.
+
+    python 07_serving/bench_fair.py [--impl student|solution] [--model default|smollm2] [--flood 200]
+                                    [--quiet 40] [--rows 128] [--policies fair,fcfs] [--json FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+from bench import ServerProcess, one_request, source_tokens
+
+from course.bench_impl import SMOKE, add_impl_argument, load_impl, run_bench
+from solutions.batching import percentile
+
+QUIET_PROMPT, QUIET_OUT, FLOOD_PROMPT, FLOOD_OUT = 32, 8, 100, 140
+
+
+async def quiet_client(url: str, n: int) -> list[dict]:
+    """n quiet requests, one at a time, 50 ms apart (the quiet client's process), after one
+    that is not counted (it opens the connection)."""
+    toks = source_tokens()
+    async with httpx.AsyncClient(base_url=url, timeout=300) as client:
+        out = []
+        for i in range(-1, n):
+            prompt = toks[7 * (i + 1):7 * (i + 1) + QUIET_PROMPT]
+            out.append(await one_request(client, prompt, QUIET_OUT, time.perf_counter(), 0.0, {"user": "quiet"}))
+            await asyncio.sleep(0.05)
+    return out[1:]
+
+
+def run_quiet(url: str, n: int) -> list[dict]:
+    """The quiet client in a process of its own; its results."""
+    done = subprocess.run([sys.executable, __file__, "--quiet-client", url, str(n)], capture_output=True, text=True,
+                          timeout=600, check=True)
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+async def flood_and_quiet(url: str, flood: int, warm_s: float, quiet: int, min_s: float) -> tuple[list[dict], float]:
+    """Keep `flood` requests in flight, wait warm_s, run the quiet client beside them; the
+    quiet results and the flood's output tokens/s from the quiet client's start over at
+    least `min_s` seconds (the flood's rate over one window for every policy)."""
+    toks, tokens, stop = source_tokens(), [0], asyncio.Event()
+    limits = httpx.Limits(max_connections=flood + 8, max_keepalive_connections=flood + 8)
+    async with httpx.AsyncClient(base_url=url, timeout=600, limits=limits) as client:
+        async def worker(j: int) -> None:
+            i = 0
+            while not stop.is_set():
+                start = (31 * j + 13 * i) % (len(toks) - FLOOD_PROMPT)
+                r = await one_request(client, toks[start:start + FLOOD_PROMPT], FLOOD_OUT, time.perf_counter(), 0.0,
+                                      {"user": "flood"})
+                tokens[0] += r.get("tokens", 0) if not stop.is_set() else 0
+                if r["status"] != 200:
+                    await asyncio.sleep(0.05)  # refused: the flood tries again at once, as the outage's user did
+                i += 1
+
+        workers = [asyncio.create_task(worker(j)) for j in range(flood)]
+        await asyncio.sleep(warm_s)
+        tokens[0], t0 = 0, time.perf_counter()
+        results = await asyncio.to_thread(run_quiet, url, quiet)
+        await asyncio.sleep(max(0.0, t0 + min_s - time.perf_counter()))
+        rate = tokens[0] / (time.perf_counter() - t0)
+        stop.set()
+        for w in workers:
+            w.cancel()  # the server aborts a request whose client went away (7.4)
+        await asyncio.gather(*workers, return_exceptions=True)
+    return results, rate
+
+
+def summary(results: list[dict]) -> dict:
+    ttft = [r["ttft"] for r in results if r["status"] == 200]
+    return {"p50_ms": 1e3 * percentile(ttft, 50), "p99_ms": 1e3 * percentile(ttft, 99),
+            "refused": sum(r["status"] == 503 for r in results), "failed": sum(r["status"] not in (200, 503)
+                                                                               for r in results)}
+
+
+def measure(policy: str, args: argparse.Namespace, log_dir: str) -> dict:
+    server = ServerProcess("--max-batch-size", str(args.rows), "--scheduling-policy", policy, "--model", args.model,
+                           log_dir=log_dir, start_timeout=300)
+    try:
+        alone = summary(run_quiet(server.url, args.quiet))
+        server.new_lines()
+        results, rate = asyncio.run(flood_and_quiet(server.url, args.flood, args.warm, args.quiet,
+                                                     0.0 if SMOKE else 10.0))
+        time.sleep(0.5)  # the request log is written off the hot path (log_writer.py)
+        quiet_log = [ln for ln in server.new_lines()
+                     if ln["prompt_tokens"] == QUIET_PROMPT and ln["output_tokens"] == QUIET_OUT]
+        flooded = summary(results)
+    finally:
+        server.close()
+    return {"policy": policy, "alone_p50_ms": alone["p50_ms"], "alone_p99_ms": alone["p99_ms"],
+            "flood_p50_ms": flooded["p50_ms"], "flood_p99_ms": flooded["p99_ms"],
+            "p99_ratio": flooded["p99_ms"] / alone["p99_ms"], "refused": flooded["refused"] + alone["refused"],
+            "failed": flooded["failed"] + alone["failed"],
+            "engine_p99_ms": 1e3 * percentile([ln["ttft_s"] for ln in quiet_log], 99), "flood_tok_s": rate}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--model", choices=("default", "smollm2"), default="default", help="the model served")
+    # smoke (COURSE_BENCH_SMOKE=1, course/bench_impl.py): a flood of 4 and 3 quiet requests unless given
+    p.add_argument("--flood", type=int, default=4 if SMOKE else 200, help="the flood's requests in flight")
+    p.add_argument("--quiet", type=int, default=3 if SMOKE else 40, help="the quiet client's requests")
+    p.add_argument("--warm", type=float, default=0.5 if SMOKE else 5.0, metavar="S",
+                   help="seconds the flood runs before the quiet client starts")
+    p.add_argument("--rows", type=int, default=128, help="the server's --max-batch-size (its default 128)")
+    p.add_argument("--policies", default="fair,fcfs", help="scheduling policies to compare, in order")
+    p.add_argument("--json", default=None, metavar="FILE", help="also write the rows here (atomically)")
+    add_impl_argument(p)
+    args = p.parse_args()
+    load_impl(args, "server")  # the servers run this package (`course --impl IMPL serve`)
+    rows = []
+    with tempfile.TemporaryDirectory() as log_dir:
+        for policy in args.policies.split(","):
+            rows.append(measure(policy, args, log_dir))
+            print("  ".join(f"{k} {v:.1f}" if isinstance(v, float) else f"{k} {v}" for k, v in rows[-1].items()),
+                  flush=True)
+    if args.json:
+        tmp = Path(f"{args.json}.partial")
+        tmp.write_text(json.dumps(rows, indent=1), encoding="utf-8")
+        tmp.replace(args.json)
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["--quiet-client"]:
+        print(json.dumps(asyncio.run(quiet_client(sys.argv[2], int(sys.argv[3])))))
+    else:
+        run_bench(main)

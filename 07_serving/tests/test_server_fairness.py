@@ -1,0 +1,163 @@
+"""Fairness between clients (given code, fairness.py): one client's flood of requests does
+not hold up another client's requests. On a fake clock (one tick a step), so every figure is
+a count of engine steps, the same on any machine."""
+
+from __future__ import annotations
+
+import pytest
+
+import course
+from solutions.batching import ContinuousBatching, ManualClock, Request, State
+from solutions.paged import PagedEngine
+
+srv = course.load("server")
+pytestmark = pytest.mark.given
+
+ROWS, BUDGET, BLOCKS = 8, 64, 24  # a small engine: 8 rows, 64 tokens a step, 24 blocks of 16 tokens
+FLOOD, QUIET = 100, 2             # requests of the flooding client, of the quiet one: 50x the load
+
+
+def _engine(model, policy):
+    return PagedEngine(model, policy(ROWS, max_tokens_per_step=BUDGET), num_blocks=BLOCKS, clock=ManualClock())
+
+
+def _run(engine, arrivals, limit=5000):
+    """Add each (step, request) at its step, step the engine, one clock tick a step, until all finish."""
+    pending = sorted(arrivals, key=lambda a: a[0])
+    step = 0
+    while pending or engine.has_unfinished():
+        while pending and pending[0][0] <= step:
+            engine.add_request(pending.pop(0)[1])
+        if engine.has_unfinished():
+            engine.step()
+        engine.clock.sleep(1.0)
+        step += 1
+        assert step < limit, "the engine did not finish the load"
+    return step
+
+
+def _flood():
+    return [(0, Request(range(1 + i % 7, 41 + i % 7), 40, client="flood")) for i in range(FLOOD)]
+
+
+def _quiet():
+    return [(10 + 20 * k, Request(range(50 + k, 58 + k), 4, client="quiet")) for k in range(QUIET)]
+
+
+def _ttft(requests):
+    return [r.token_times[0] - r.arrival for r in requests]
+
+
+def test_a_flood_does_not_hold_up_a_quiet_client(tiny_model):
+    """The quiet client's first token comes within a step of its time alone under the fair
+    scheduler, while first come, first served makes it wait behind the flood's queue."""
+    alone = _quiet()
+    _run(_engine(tiny_model, srv.fairness.FairBatching), alone)
+    alone_ttft = _ttft(r for _, r in alone)
+    assert max(alone_ttft) <= 1.0  # admitted and prefilled in the step it arrives before
+
+    fair = _quiet()
+    _run(_engine(tiny_model, srv.fairness.FairBatching), _flood() + fair)
+    fcfs = _quiet()
+    _run(_engine(tiny_model, ContinuousBatching), _flood() + fcfs)
+    fair_ttft, fcfs_ttft = _ttft(r for _, r in fair), _ttft(r for _, r in fcfs)
+    assert max(fair_ttft) <= max(alone_ttft) + 1.0, f"fair: quiet TTFTs {fair_ttft} steps, alone {alone_ttft}"
+    assert min(fcfs_ttft) > 20, f"the test's flood is no flood: FCFS quiet TTFTs {fcfs_ttft} steps"
+
+
+def test_one_client_is_scheduled_as_first_come_first_served(tiny_model):
+    """With one client, the fair scheduler is stage 05's, step for step: the same tokens at the
+    same ticks, under memory pressure (preemptions) and a token budget (chunked prefill)."""
+    runs = []
+    for policy in (srv.fairness.FairBatching, ContinuousBatching):
+        engine = PagedEngine(tiny_model, policy(4, max_tokens_per_step=16), num_blocks=6, clock=ManualClock())
+        reqs = [(i // 3, Request(range(1 + i, 20 + 2 * i), 12 + i)) for i in range(9)]
+        _run(engine, reqs)
+        runs.append(([r.output for _, r in reqs], [r.token_times for _, r in reqs], engine.num_preemptions))
+    assert runs[1][2] > 0, "the test's load should preempt"
+    assert runs[0] == runs[1]
+
+
+def test_each_client_keeps_its_own_queue_order(tiny_model):
+    """Fairness reorders clients, never one client's requests: each client's requests first
+    run in the order they arrived (stage 05's queue order)."""
+    flood, quiet = _flood(), _quiet()
+    engine = _engine(tiny_model, srv.fairness.FairBatching)
+    _run(engine, flood + quiet)
+    for reqs in (flood, quiet):
+        first_run = [min(e.time for e in r.events if e.state.value == "running") for _, r in reqs]
+        assert first_run == sorted(first_run)
+
+
+def test_fairness_preempts_only_the_client_holding_most(tiny_model):
+    """A fairness preemption takes memory from the flooding client, never from the quiet one,
+    and does not ping-pong: the quiet client's requests are never preempted."""
+    flood, quiet = _flood(), _quiet()
+    engine = _engine(tiny_model, srv.fairness.FairBatching)
+    _run(engine, flood + quiet)
+    assert all(r.preemptions == 0 for _, r in quiet)
+    assert sum(r.preemptions for _, r in flood) >= 1, "the quiet client never needed room: no flood"
+    assert all(r.finished and len(r.output) == r.max_new_tokens for _, r in flood + quiet)
+
+
+def _running(sched, requests):
+    """Admit `requests` (arrivals 0, 1, 2, ... in list order) into `sched`, which has room."""
+    for t, r in enumerate(requests):
+        r.arrival = float(t)
+        sched.add(r)
+    out = sched.schedule(0.0)
+    assert len(out.admitted) == len(requests) and set(map(id, out.admitted)) == set(map(id, requests))
+    return requests
+
+
+def test_the_step_budget_goes_round_robin_over_clients():
+    """Prefills share the step's budget by rounds: every client's first prefill before any
+    client's second, the client holding less memory first within a round."""
+    sched = srv.fairness.FairBatching(8, max_tokens_per_step=40, max_cache_tokens=1000)
+    flood = [Request(range(1, 21), 4, client="flood") for _ in range(3)]
+    quiet = Request(range(1, 11), 4, client="quiet")
+    _running(sched, [*flood, quiet])
+    assert sched.plan_chunks() == [(quiet, 10), (flood[0], 20), (flood[1], 10)]
+
+
+def test_preemption_victims_are_the_latest_of_the_client_holding_most():
+    """A fairness preemption (a waiting quiet request finds no free row) and a memory
+    preemption both take the flooding client's LATEST running request, never the quiet one's."""
+    sched = srv.fairness.FairBatching(4, max_tokens_per_step=64, max_cache_tokens=1000)
+    flood = [Request(range(1, 21), 4, client="flood") for _ in range(3)]
+    quiet = [Request(range(1, 5), 4, client="quiet") for _ in range(2)]
+    _running(sched, [*flood, quiet[0]])
+    quiet[1].arrival = 9.0
+    sched.add(quiet[1])
+    out = sched.schedule(1.0)
+    assert (out.preempted, out.admitted) == ([flood[2]], [quiet[1]])  # its row goes to the quiet request
+    assert flood[2].state is State.PREEMPTED
+    sched.max_cache_tokens = 48  # 2 x 20 flood tokens + 2 x 4 quiet: fits; 1 token less, one must leave
+    assert sched.schedule(2.0).preempted == []
+    sched.max_cache_tokens = 47
+    out = sched.schedule(3.0)
+    assert (out.preempted, out.admitted) == ([flood[1]], [])
+
+
+@pytest.mark.parametrize("name", ["fair", "fcfs"])
+def test_make_engine_takes_the_scheduling_policy(tiny_model, name):
+    engine = srv.engine.make_engine(tiny_model, max_batch_size=2, num_blocks=8, scheduling_policy=name)
+    assert isinstance(engine.scheduler, srv.engine.SCHEDULING_POLICIES[name])
+    with pytest.raises(ValueError, match="scheduling_policy"):
+        srv.engine.make_engine(tiny_model, scheduling_policy="lottery")
+
+
+def test_the_user_field_names_the_client(monkeypatch):
+    """The body's `user` (OpenAI's field) is the client the engine is shared with; one longer
+    than MAX_USER is a 400 naming `user`, so no client sends the engine megabytes of name.
+    (`parse_request` is given; 7.1's token budget, which it calls, is not what this tests.)"""
+    monkeypatch.setattr(srv.validation, "token_budget", lambda body, kind, prompt_tokens, limits: (16, 1))
+    limits = srv.Limits(context=128, vocab_size=257, max_n=4)
+    assert srv.parse_request({"model": "course-gpt", "prompt": "hi", "user": "alice"}, "completion", limits).client \
+        == "alice"
+    assert srv.parse_request({"model": "course-gpt", "messages": [{"role": "user", "content": "hi"}]}, "chat",
+                             limits).client == ""
+    with pytest.raises(srv.APIError) as e:
+        srv.parse_request({"model": "course-gpt", "prompt": "hi", "user": "x" * (srv.protocol.MAX_USER + 1)},
+                          "completion", limits)
+    assert (e.value.status, e.value.param) == (400, "user")
