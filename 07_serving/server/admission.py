@@ -73,14 +73,18 @@ class AdmissionControl:
         self._served_blocks = 0
         self._since = clock()
         self._rate_lock = threading.Lock()  # not self._lock: capacity_blocks is read while admit holds that
+        self.held_by: collections.Counter[str] = collections.Counter()  # client -> blocks its tickets reserve
+        self._allowance = 0  # fair_allowance of the client being admitted, during admit_batch only
 
-    def admit_batch(self, prompt_tokens: list[int], max_tokens: int, n: int = 1) -> Ticket:
-        """One request holding several prompts (a list of prompts in /v1/completions):
-        admitted whole, with one Ticket reserving the sum of `admit`'s for each prompt, or
-        refused whole (the error of the first prompt refused, nothing reserved); counted
-        once in `admitted` or `rejected`, as one request. The event loop is the only
+    def admit_batch(self, prompt_tokens: list[int], max_tokens: int, n: int = 1, client: str = "") -> Ticket:
+        """One request of `client` holding several prompts (a list of prompts in
+        /v1/completions): admitted whole, with one Ticket reserving the sum of `admit`'s for
+        each prompt, or refused whole (the error of the first prompt refused, nothing
+        reserved); counted once in `admitted` or `rejected`, as one request. Its client may
+        reserve beyond the capacity by its `fair_allowance`. The event loop is the only
         thread that admits, so nobody sees the counters between two of its prompts."""
         tickets: list[Ticket] = []
+        self._allowance = self.fair_allowance(client)
         try:
             for length in prompt_tokens:
                 tickets.append(self.admit(length, max_tokens, n))
@@ -90,16 +94,37 @@ class AdmissionControl:
             with self._lock:
                 self.admitted -= len(tickets)
             raise
-        if len(tickets) == 1:
-            return tickets[0]
+        finally:
+            self._allowance = 0
         with self._lock:
             self.admitted -= len(tickets) - 1
-        return Ticket(sum(t.blocks for t in tickets), sum(t.tokens for t in tickets))
+            self.held_by[client] += sum(t.blocks for t in tickets)
+        return Ticket(sum(t.blocks for t in tickets), sum(t.tokens for t in tickets), client=client)
+
+    def fair_allowance(self, client: str) -> int:
+        """Fairness at admission: blocks `client` may reserve beyond the capacity. A client
+        holding less than its fair share, the memory plus the queue divided among the clients
+        holding reservations (itself included), may reserve until it holds that share: a
+        flood that filled the queue does not get a quiet client refused, and the fair
+        scheduler (fairness.py) starts that client's requests ahead of the flood's queue.
+        A lone client, or one at its share, has none: one client alone sees the plain rule."""
+        plain = self.num_blocks + self.queue_blocks
+        with self._lock:
+            others = sum(1 for c, blocks in self.held_by.items() if blocks > 0 and c != client)
+            held_by_others = self.reserved_blocks - self.held_by[client]
+        if not others:
+            return 0
+        return max(0, held_by_others + plain // (others + 1) - plain)  # room until it holds its share
 
     def served(self, ticket: Ticket) -> None:
         """The engine thread, when a request leaves the engine (finished, stopped, aborted):
         hand its reservation back (`release`) and count its blocks as served now, for the
         service rate."""
+        if not ticket.released:
+            with self._lock:
+                self.held_by[ticket.client] -= ticket.blocks
+                if self.held_by[ticket.client] <= 0:
+                    del self.held_by[ticket.client]
         self.release(ticket)
         with self._rate_lock:
             self._served.append((self.clock(), ticket.blocks))
@@ -129,8 +154,9 @@ class AdmissionControl:
 
     @property
     def capacity_blocks(self) -> int:
-        """Blocks that may be reserved at once: the memory plus the queue (`queue_blocks`)."""
-        return self.num_blocks + self.queue_blocks
+        """Blocks that may be reserved at once: the memory plus the queue (`queue_blocks`),
+        plus, while `admit_batch` admits a client's request, that client's `fair_allowance`."""
+        return self.num_blocks + self.queue_blocks + self._allowance
 
 
 @dataclass
@@ -140,6 +166,7 @@ class Ticket:
     blocks: int
     tokens: int
     released: bool = False
+    client: str = ""  # who reserved it (AdmissionControl.held_by)
 
 
 def request_blocks(prompt_tokens: int, max_tokens: int, n: int, block_size: int) -> int:

@@ -161,3 +161,34 @@ def test_the_user_field_names_the_client(monkeypatch):
         srv.parse_request({"model": "course-gpt", "prompt": "hi", "user": "x" * (srv.protocol.MAX_USER + 1)},
                           "completion", limits)
     assert (e.value.status, e.value.param) == (400, "user")
+
+
+def _fill(a, client, blocks=1):
+    """Admit `client`'s one-block requests until a 503; the tickets admitted."""
+    tickets = []
+    while True:
+        try:
+            tickets.append(a.admit_batch([8], 16 * blocks - 8, 1, client))
+        except srv.APIError as e:
+            assert (e.status, e.code) == (503, "overloaded")
+            return tickets
+
+
+@pytest.mark.exercise("7.2")
+def test_a_flood_that_filled_the_queue_does_not_get_a_quiet_client_refused():
+    """Admission (7.2's rule plus the given fair_allowance): a lone client fills the capacity
+    (memory + queue) and is refused past it, as before; a quiet client then still gets up to
+    its fair share (half, with two clients) beyond it, and no more. Once the flood's tickets
+    are served, the quiet client alone sees the plain rule again."""
+    a = srv.AdmissionControl(num_blocks=4, block_size=16, max_queue_tokens=64)  # capacity 4 + 4 blocks
+    flood = _fill(a, "flood")
+    assert (len(flood), a.fair_allowance("flood")) == (8, 0), "a lone client: the plain rule"
+    assert a.fair_allowance("quiet") == 4
+    quiet = _fill(a, "quiet")
+    assert len(quiet) == 4 and a.reserved_blocks == 12 and a.held_by == {"flood": 8, "quiet": 4}
+    assert _fill(a, "flood") == [], "the flood holds more than its share: refused"
+    for t in flood:
+        a.served(t)
+    a.served(flood[0])  # served twice: nothing more is handed back
+    assert a.held_by == {"quiet": 4} and a.reserved_blocks == 4
+    assert len(_fill(a, "quiet")) == 4, "alone again: up to the capacity, no allowance"

@@ -75,9 +75,6 @@ def _parser(prog: str) -> ArgumentParser:
     p.add_argument("--num-blocks", type=int, default=None,
                    help=f"KV memory in blocks of 16 tokens (default: {KV_CONTEXTS} whole contexts of the model, "
                         f"at most {KV_BYTES >> 20} MiB of K/V but one whole context)")
-    p.add_argument("--scheduling-policy", choices=sorted(SCHEDULING_POLICIES), default="fair",
-                   help="fair (default): the engine is shared between clients (the request's `user` field), the "
-                        "one holding the least KV memory first; fcfs: first come, first served over all requests")
     _limit_arguments(p)
     p.add_argument("--threads", type=int, default=1,
                    help="CPU cores the server may use (default 1): the engine gets cores - 1 torch threads "
@@ -93,7 +90,10 @@ def _parser(prog: str) -> ArgumentParser:
 
 
 def _limit_arguments(p: ArgumentParser) -> None:
-    """Admission's and the deadlines' options."""
+    """The scheduling policy's, admission's and the deadlines' options."""
+    p.add_argument("--scheduling-policy", choices=sorted(SCHEDULING_POLICIES), default="fair",
+                   help="fair (default): the engine is shared between clients (the request's `user` field), the "
+                        "one holding the least KV memory first; fcfs: first come, first served over all requests")
     p.add_argument("--max-queue-tokens", type=int, default=None,
                    help="admission: tokens that may wait beyond the KV memory (default: as many as it holds)")
     p.add_argument("--max-queue-wait", type=float, default=10.0, metavar="S",

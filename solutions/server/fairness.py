@@ -57,7 +57,7 @@ class FairBatching(ContinuousBatching):
     def schedule(self, now: float) -> SchedulerOutput:
         """Stage 05's step, after one more check: a step whose next waiting request does not
         fit may preempt for fairness, and then admits it at once."""
-        if self.waiting and self.tokens_held() <= self.max_cache_tokens:
+        if self.waiting and self.tokens_held() <= self._capacity():
             out = SchedulerOutput()
             if self.preempt_for_fairness(now, out):
                 self.admit_fcfs(now, out)
@@ -107,10 +107,15 @@ class FairBatching(ContinuousBatching):
         """Stage 05's memory preemption (as few as it takes, one at a time), each victim the
         running request of greatest `rank`: the client holding the most memory loses first."""
         usage = self.usage()
-        while self.running and self.tokens_held() > self.max_cache_tokens:
+        while self.running and self.tokens_held() > self._capacity():
             victim = max(self.running, key=lambda r: self.rank(r, usage))
             self._preempt(victim, now, out)
             usage[victim.client] -= self.tokens_needed(victim)
+
+    def _capacity(self) -> int:
+        if self.max_cache_tokens is None:
+            raise RuntimeError("max_cache_tokens is unset: an engine sets it before its first step")
+        return self.max_cache_tokens
 
     def _preempt(self, victim: Request, now: float, out: SchedulerOutput) -> None:
         self.running.remove(victim)
