@@ -2,8 +2,8 @@
 and while another client floods the server, under each scheduling policy.
 
 The server runs as its own process (`course --impl IMPL serve --scheduling-policy P`,
-1 thread, `--model` default or smollm2, --rows rows (default 128), its default KV memory and
-admission). The
+1 thread, `--model` default or smollm2, --rows rows (default 128), --budget tokens a step
+(default: the server's 2048), its default KV memory and admission). The
 quiet client is a second process, so that this process's flood of streams cannot delay its
 clock. It sends --quiet requests one at a time, 50 ms apart, after one it does not count: 32 prompt tokens cut from real
 Python source (token ids), 8 out, temperature 0, `user` "quiet". The flood is this process:
@@ -14,10 +14,12 @@ requests).
 Per policy (fair, then fcfs), the quiet client's TTFT p50 / p99 (client side: request sent
 -> response headers, which the server sends with the first token) alone and under the flood,
 its requests refused (503), its engine-side TTFT p99 under the flood (request log: arrival
-at the handler -> first token), and the flood's output tokens/s.
+at the handler -> first token), and the flood's output tokens/s over --window seconds from
+the quiet client's start.
 
     python 07_serving/bench_fair.py [--impl student|solution] [--model default|smollm2] [--flood 200]
-                                    [--quiet 40] [--rows 128] [--policies fair,fcfs] [--json FILE]
+                                    [--quiet 40] [--rows 128] [--budget T] [--window 20]
+                                    [--policies fair,fcfs] [--json FILE]
 """
 
 from __future__ import annotations
@@ -40,15 +42,20 @@ from solutions.batching import percentile
 QUIET_PROMPT, QUIET_OUT, FLOOD_PROMPT, FLOOD_OUT = 32, 8, 100, 140
 
 
+def body_extra(url: str, user: str) -> dict:
+    """The body fields beside the prompt: the model the server serves (GET /v1/models), the client."""
+    return {"model": httpx.get(f"{url}/v1/models", timeout=30).json()["data"][0]["id"], "user": user}
+
+
 async def quiet_client(url: str, n: int) -> list[dict]:
     """n quiet requests, one at a time, 50 ms apart (the quiet client's process), after one
     that is not counted (it opens the connection)."""
-    toks = source_tokens()
+    toks, extra = source_tokens(), body_extra(url, "quiet")
     async with httpx.AsyncClient(base_url=url, timeout=300) as client:
         out = []
         for i in range(-1, n):
             prompt = toks[7 * (i + 1):7 * (i + 1) + QUIET_PROMPT]
-            out.append(await one_request(client, prompt, QUIET_OUT, time.perf_counter(), 0.0, {"user": "quiet"}))
+            out.append(await one_request(client, prompt, QUIET_OUT, time.perf_counter(), 0.0, extra))
             await asyncio.sleep(0.05)
     return out[1:]
 
@@ -60,11 +67,12 @@ def run_quiet(url: str, n: int) -> list[dict]:
     return json.loads(done.stdout.splitlines()[-1])
 
 
-async def flood_and_quiet(url: str, flood: int, warm_s: float, quiet: int, min_s: float) -> tuple[list[dict], float]:
+async def flood_and_quiet(url: str, flood: int, warm_s: float, quiet: int,
+                          window_s: float) -> tuple[list[dict], float]:
     """Keep `flood` requests in flight, wait warm_s, run the quiet client beside them; the
-    quiet results and the flood's output tokens/s from the quiet client's start over at
-    least `min_s` seconds (the flood's rate over one window for every policy)."""
-    toks, tokens, stop = source_tokens(), [0], asyncio.Event()
+    quiet results, and the flood's output tokens/s over the `window_s` seconds from the
+    quiet client's start (one window for every policy)."""
+    toks, tokens, stop, extra = source_tokens(), [0], asyncio.Event(), body_extra(url, "flood")
     limits = httpx.Limits(max_connections=flood + 8, max_keepalive_connections=flood + 8)
     async with httpx.AsyncClient(base_url=url, timeout=600, limits=limits) as client:
         async def worker(j: int) -> None:
@@ -72,7 +80,7 @@ async def flood_and_quiet(url: str, flood: int, warm_s: float, quiet: int, min_s
             while not stop.is_set():
                 start = (31 * j + 13 * i) % (len(toks) - FLOOD_PROMPT)
                 r = await one_request(client, toks[start:start + FLOOD_PROMPT], FLOOD_OUT, time.perf_counter(), 0.0,
-                                      {"user": "flood"})
+                                      extra)
                 tokens[0] += r.get("tokens", 0) if not stop.is_set() else 0
                 if r["status"] != 200:
                     await asyncio.sleep(0.05)  # refused: the flood tries again at once, as the outage's user did
@@ -80,15 +88,20 @@ async def flood_and_quiet(url: str, flood: int, warm_s: float, quiet: int, min_s
 
         workers = [asyncio.create_task(worker(j)) for j in range(flood)]
         await asyncio.sleep(warm_s)
-        tokens[0], t0 = 0, time.perf_counter()
+        tokens[0] = 0
+
+        async def rate() -> float:  # the flood's tokens/s over the window's first window_s seconds
+            await asyncio.sleep(window_s)
+            return tokens[0] / window_s
+
+        flood_rate = asyncio.create_task(rate())
         results = await asyncio.to_thread(run_quiet, url, quiet)
-        await asyncio.sleep(max(0.0, t0 + min_s - time.perf_counter()))
-        rate = tokens[0] / (time.perf_counter() - t0)
+        rate_s = await flood_rate
         stop.set()
         for w in workers:
             w.cancel()  # the server aborts a request whose client went away (7.4)
         await asyncio.gather(*workers, return_exceptions=True)
-    return results, rate
+    return results, rate_s
 
 
 def summary(results: list[dict]) -> dict:
@@ -99,13 +112,13 @@ def summary(results: list[dict]) -> dict:
 
 
 def measure(policy: str, args: argparse.Namespace, log_dir: str) -> dict:
-    server = ServerProcess("--max-batch-size", str(args.rows), "--scheduling-policy", policy, "--model", args.model,
-                           log_dir=log_dir, start_timeout=300)
+    budget = ("--max-tokens-per-step", str(args.budget)) if args.budget else ()
+    server = ServerProcess("--max-batch-size", str(args.rows), *budget, "--scheduling-policy", policy,
+                           "--model", args.model, log_dir=log_dir, start_timeout=300)
     try:
         alone = summary(run_quiet(server.url, args.quiet))
         server.new_lines()
-        results, rate = asyncio.run(flood_and_quiet(server.url, args.flood, args.warm, args.quiet,
-                                                     0.0 if SMOKE else 10.0))
+        results, rate = asyncio.run(flood_and_quiet(server.url, args.flood, args.warm, args.quiet, args.window))
         time.sleep(0.5)  # the request log is written off the hot path (log_writer.py)
         quiet_log = [ln for ln in server.new_lines()
                      if ln["prompt_tokens"] == QUIET_PROMPT and ln["output_tokens"] == QUIET_OUT]
@@ -122,13 +135,17 @@ def measure(policy: str, args: argparse.Namespace, log_dir: str) -> dict:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--model", choices=("default", "smollm2"), default="default", help="the model served")
-    # smoke (COURSE_BENCH_SMOKE=1, course/bench_impl.py): a flood of 4 and 3 quiet requests unless given
+    # smoke (COURSE_BENCH_SMOKE=1, course/bench_impl.py): a flood of 4, 3 quiet requests, fair only, unless given
     p.add_argument("--flood", type=int, default=4 if SMOKE else 200, help="the flood's requests in flight")
     p.add_argument("--quiet", type=int, default=3 if SMOKE else 40, help="the quiet client's requests")
     p.add_argument("--warm", type=float, default=0.5 if SMOKE else 5.0, metavar="S",
                    help="seconds the flood runs before the quiet client starts")
     p.add_argument("--rows", type=int, default=128, help="the server's --max-batch-size (its default 128)")
-    p.add_argument("--policies", default="fair,fcfs", help="scheduling policies to compare, in order")
+    p.add_argument("--budget", type=int, default=None, help="the server's --max-tokens-per-step (default: its own)")
+    p.add_argument("--window", type=float, default=1.0 if SMOKE else 20.0, metavar="S",
+                   help="seconds over which the flood's tokens/s is measured, from the quiet client's start")
+    p.add_argument("--policies", default="fair" if SMOKE else "fair,fcfs",
+                   help="scheduling policies to compare, in order (default fair,fcfs)")
     p.add_argument("--json", default=None, metavar="FILE", help="also write the rows here (atomically)")
     add_impl_argument(p)
     args = p.parse_args()
