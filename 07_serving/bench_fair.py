@@ -15,11 +15,13 @@ Per policy (fair, then fcfs), the quiet client's TTFT p50 / p99 (client side: re
 -> response headers, which the server sends with the first token) alone and under the flood,
 its requests refused (503), its engine-side TTFT p99 under the flood (request log: arrival
 at the handler -> first token), and the flood's output tokens/s over --window seconds from
-the quiet client's start.
+the quiet client's start, and the engine's preemptions during the flood. `--steps` adds
+why a step in flight costs what it does: one engine step of the served model offline, at
+the budget and at 2048 tokens (`step_times`).
 
     python 07_serving/bench_fair.py [--impl student|solution] [--model default|smollm2] [--flood 200]
                                     [--quiet 40] [--rows 128] [--budget T] [--window 20]
-                                    [--policies fair,fcfs] [--json FILE]
+                                    [--policies fair,fcfs] [--steps] [--json FILE]
 """
 
 from __future__ import annotations
@@ -63,7 +65,7 @@ async def quiet_client(url: str, n: int) -> list[dict]:
 def run_quiet(url: str, n: int) -> list[dict]:
     """The quiet client in a process of its own; its results."""
     done = subprocess.run([sys.executable, __file__, "--quiet-client", url, str(n)], capture_output=True, text=True,
-                          timeout=600, check=True)
+                          timeout=3600, check=True)
     return json.loads(done.stdout.splitlines()[-1])
 
 
@@ -118,18 +120,66 @@ def measure(policy: str, args: argparse.Namespace, log_dir: str) -> dict:
     try:
         alone = summary(run_quiet(server.url, args.quiet))
         server.new_lines()
+        preempted = httpx.get(f"{server.url}/health", timeout=30).json()["preemptions"]
         results, rate = asyncio.run(flood_and_quiet(server.url, args.flood, args.warm, args.quiet, args.window))
         time.sleep(0.5)  # the request log is written off the hot path (log_writer.py)
         quiet_log = [ln for ln in server.new_lines()
                      if ln["prompt_tokens"] == QUIET_PROMPT and ln["output_tokens"] == QUIET_OUT]
         flooded = summary(results)
+        preempted = httpx.get(f"{server.url}/health", timeout=30).json()["preemptions"] - preempted
     finally:
         server.close()
     return {"policy": policy, "alone_p50_ms": alone["p50_ms"], "alone_p99_ms": alone["p99_ms"],
             "flood_p50_ms": flooded["p50_ms"], "flood_p99_ms": flooded["p99_ms"],
             "p99_ratio": flooded["p99_ms"] / alone["p99_ms"], "refused": flooded["refused"] + alone["refused"],
             "failed": flooded["failed"] + alone["failed"],
-            "engine_p99_ms": 1e3 * percentile([ln["ttft_s"] for ln in quiet_log], 99), "flood_tok_s": rate}
+            "engine_p99_ms": 1e3 * percentile([ln["ttft_s"] for ln in quiet_log], 99), "flood_tok_s": rate,
+            "preemptions": preempted}
+
+
+def step_times(srv, model_name: str, rows: int, budgets: list[int]) -> dict:
+    """Why a step in flight costs what it does: one engine step of the served model offline
+    (`make_engine` of the measured package, `gemm_layout` as the engine process runs it, one
+    torch thread), `rows` rows decoding (100-token prompts) plus waiting 100-token prompts
+    that fill the rest of each budget; `rows` decode rows alone; one 32-token prefill alone.
+    Seconds, the median of three steps each."""
+    import torch
+
+    from solutions.batching import Request
+
+    torch.set_num_threads(1)
+    model = srv.gemm_layout(srv.load_served(model_name).model)
+
+    def step(budget: int, prefills: int, prompt: int = 100) -> float:
+        vocab = model.config.vocab_size
+        engine = srv.make_engine(model, max_batch_size=rows + 3 * prefills, max_tokens_per_step=budget)
+        for i in range(rows):
+            engine.add_request(Request([(i + j) % vocab for j in range(prompt)], 64, stop=()))
+        while not engine.scheduler.running or any(r.phase == "prefill" for r in engine.scheduler.running):
+            engine.step()
+        times = []
+        for k in range(3):
+            for i in range(prefills):
+                first = rows + 1 + 3 * (k * prefills + i)  # a prompt of its own: no prefix-cache hit
+                engine.add_request(Request([(first + j) % vocab for j in range(prompt)], 64, stop=()))
+            t = time.perf_counter()
+            engine.step()
+            times.append(time.perf_counter() - t)
+        return sorted(times)[1]
+
+    out = {f"step_{b}_tokens_s": step(b, -(-b // 100)) for b in budgets}
+    out[f"step_{rows}_decodes_s"] = step(rows, 0)
+    engine = srv.make_engine(model, max_batch_size=1)
+    times = []
+    for k in range(3):
+        engine.add_request(Request(range(50 + k, 82 + k), 1, stop=()))  # ids < 257: every model's
+        t = time.perf_counter()
+        engine.step()
+        times.append(time.perf_counter() - t)
+        while engine.has_unfinished():
+            engine.step()
+    out["prefill_32_alone_s"] = sorted(times)[1]
+    return out
 
 
 def main() -> None:
@@ -145,17 +195,22 @@ def main() -> None:
     p.add_argument("--window", type=float, default=1.0 if SMOKE else 20.0, metavar="S",
                    help="seconds over which the flood's tokens/s is measured, from the quiet client's start")
     p.add_argument("--policies", default="fair" if SMOKE else "fair,fcfs",
-                   help="scheduling policies to compare, in order (default fair,fcfs)")
+                   help="scheduling policies to compare, in order (default fair,fcfs; \"\": none)")
+    p.add_argument("--steps", action="store_true",
+                   help="also time one engine step offline at --budget (or 256) and 2048 tokens (see step_times)")
     p.add_argument("--json", default=None, metavar="FILE", help="also write the rows here (atomically)")
     add_impl_argument(p)
     args = p.parse_args()
-    load_impl(args, "server")  # the servers run this package (`course --impl IMPL serve`)
-    rows = []
+    srv = load_impl(args, "server")  # the servers run this package (`course --impl IMPL serve`)
+    rows: list[dict] = []
     with tempfile.TemporaryDirectory() as log_dir:
-        for policy in args.policies.split(","):
+        for policy in filter(None, args.policies.split(",")):  # --policies "": only --steps
             rows.append(measure(policy, args, log_dir))
             print("  ".join(f"{k} {v:.1f}" if isinstance(v, float) else f"{k} {v}" for k, v in rows[-1].items()),
                   flush=True)
+    if args.steps:
+        rows.append(step_times(srv, args.model, min(args.rows, 16), [args.budget or 256, 2048]))
+        print("  ".join(f"{k} {v:.3f}" for k, v in rows[-1].items()), flush=True)
     if args.json:
         tmp = Path(f"{args.json}.partial")
         tmp.write_text(json.dumps(rows, indent=1), encoding="utf-8")
