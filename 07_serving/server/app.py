@@ -103,7 +103,8 @@ async def _generate(request: HTTPRequest, state: ServerState, kind: str) -> Resp
     if kind in TOKENIZER_ENDPOINTS:  # /tokenize, /detokenize: answered here, with the tokenizer
         return JSONResponse(TOKENIZER_ENDPOINTS[kind](body, state.limits, state.tokenizer))
     gen = parse_request(body, kind, state.limits, state.tokenizer)
-    ticket = state.admission.admit_batch([len(p) for p in gen.batch], gen.max_tokens, gen.n, gen.client)
+    deadline = min((d for d in (gen.first_token_timeout, gen.timeout) if d is not None), default=None)
+    ticket = state.admission.admit_batch([len(p) for p in gen.batch], gen.max_tokens, gen.n, gen.client, deadline)
     job = Job(_job_id(state, kind, request_id(request.scope)), gen, TokenStream(asyncio.get_running_loop()),
               ticket, arrival=state.loop.clock())
     state.add(job)

@@ -110,3 +110,16 @@ def test_first_token_deadline_while_queued(start, kit):
         assert r.status_code == 504 and r.json()["error"]["code"] == "deadline_first_token", r.text
         assert results["a"].status_code == 200, "the running request keeps going"
     kit.assert_clean(h)
+
+
+def test_a_request_sets_its_own_shorter_deadline(start, kit):
+    """Per-request deadlines: a body's `timeout` shortens the server's deadline (504 as for the
+    server's own); one longer than the server's is a 400 naming the field, before any work."""
+    h = start(step_delay=STEP, timeout_s=20 * DEADLINE)
+    with kit.client(h) as c:
+        r = c.post("/v1/completions", json={"model": M, "prompt": "slow", "max_tokens": 100, "temperature": 0,
+                                            "timeout": DEADLINE})
+        assert r.status_code == 504 and r.json()["error"]["code"] == "deadline_total", r.text
+        r = c.post("/v1/completions", json={"model": M, "prompt": "x", "max_tokens": 2, "timeout": 30 * DEADLINE})
+        assert r.status_code == 400 and r.json()["error"]["param"] == "timeout", r.text
+    kit.assert_clean(h)

@@ -117,16 +117,23 @@ class AdmissionControl:
         self.held_by: collections.Counter[str] = collections.Counter()  # client -> blocks its tickets reserve
         self._allowance = 0  # fair_allowance of the client being admitted, during admit_batch only
 
-    def admit_batch(self, prompt_tokens: list[int], max_tokens: int, n: int = 1, client: str = "") -> Ticket:
+    def admit_batch(self, prompt_tokens: list[int], max_tokens: int, n: int = 1, client: str = "",
+                    deadline_s: float | None = None) -> Ticket:
         """One request of `client` holding several prompts (a list of prompts in
         /v1/completions): admitted whole, with one Ticket reserving the sum of `admit`'s for
         each prompt, or refused whole (the error of the first prompt refused, nothing
         reserved); counted once in `admitted` or `rejected`, as one request. Its client may
-        reserve beyond the capacity by its `fair_allowance`. The event loop is the only
-        thread that admits, so nobody sees the counters between two of its prompts."""
+        reserve beyond the capacity by its `fair_allowance`. A request whose `deadline_s` (its
+        shortest deadline, seconds from now) comes before it is expected to start
+        (`expected_wait_s`) is refused, not served late: 503, code "deadline_unmeetable",
+        counted in `rejected` (unless it never fits or the server drains: those refusals
+        tell the client more). The event loop is the only thread that admits, so nobody sees
+        the counters between two of its prompts."""
         tickets: list[Ticket] = []
         self._allowance = self.fair_allowance(client)
         try:
+            if deadline_s is not None:
+                self._refuse_if_late(prompt_tokens, max_tokens, n, deadline_s)
             for length in prompt_tokens:
                 tickets.append(self.admit(length, max_tokens, n))
         except APIError:
@@ -141,6 +148,29 @@ class AdmissionControl:
             self.admitted -= len(tickets) - 1
             self.held_by[client] += sum(t.blocks for t in tickets)
         return Ticket(sum(t.blocks for t in tickets), sum(t.tokens for t in tickets), client=client)
+
+    def expected_wait_s(self, need: int) -> float:
+        """Seconds a request of `need` blocks is expected to wait before it starts: the
+        blocks reserved beyond the memory, its own included (`reserved_blocks` + need -
+        `num_blocks`), at the measured `service_rate`. 0 when it fits the memory now, when
+        its client has a `fair_allowance` (the fair scheduler starts it ahead of the queue),
+        or when nothing has been measured yet."""
+        with self._lock:
+            ahead = self.reserved_blocks + need - self.num_blocks
+        rate = self.service_rate()
+        return ahead / rate if ahead > 0 and rate > 0 and not self._allowance else 0.0
+
+    def _refuse_if_late(self, prompt_tokens: list[int], max_tokens: int, n: int, deadline_s: float) -> None:
+        needs = [request_blocks(length, max_tokens, n, self.block_size) for length in prompt_tokens]
+        if self.draining or max(needs) > self.num_blocks:
+            return  # admit's own refusals say more
+        wait = self.expected_wait_s(sum(needs))
+        if wait > deadline_s:
+            with self._lock:
+                self.rejected += 1
+            raise APIError(503, f"this request is expected to wait {wait:.1f} s before it starts, past its "
+                                f"deadline of {deadline_s:g} s; retry later", type="service_unavailable_error",
+                           code="deadline_unmeetable", headers={"Retry-After": str(self.retry_after_s)})
 
     def fair_allowance(self, client: str) -> int:
         """Fairness at admission: blocks `client` may reserve beyond the capacity. A client

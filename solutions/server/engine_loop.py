@@ -1,13 +1,12 @@
 """The engine loop (given code): the one thread that touches the engine, fed by commands.
 
-`EngineLoop` runs one engine: between two steps it applies the commands (`Add`, `Abort`),
-aborts requests past their deadlines (7.3), runs one `engine.step()`, turns tokens into
-text, and retires finished sequences: a log record (7.6), `forget` (flat memory) and the
-job's `Closed` once its last sequence is done (its admission ticket released, 7.2). It knows
-the server only as an `EngineHost` (engine_client.py), handed each step's events in ONE
-call (`_flush`). `EngineThread` is the `EngineClient` that runs it in a thread of this
-process; `EngineProcess` (engine_process.py) runs the same in a process of its own.
-"""
+`EngineLoop` runs one engine: between two steps it applies the commands (`Add`, `Abort`), aborts
+requests past their deadlines (7.3), runs one `engine.step()`, turns tokens into text, and
+retires finished sequences: a log record (7.6), `forget` (flat memory) and the job's `Closed`
+once its last sequence is done (its admission ticket released, 7.2). It knows the server only
+as an `EngineHost` (engine_client.py), handed each step's events in ONE call (`_flush`).
+`EngineThread` is the `EngineClient` that runs it in a thread of this process;
+`EngineProcess` (engine_process.py) runs the same in a process of its own."""
 
 from __future__ import annotations
 
@@ -178,11 +177,13 @@ class EngineLoop:
             self._fail(job, APIError(400, str(e)))
 
     def _check_deadlines(self) -> None:
-        first_s, total_s = self.deadlines
-        if first_s is None and total_s is None:
-            return
+        """Abort each job past a deadline: its own (the body's or the server's), else the loop's."""
         now = self.engine.clock()
         for job in list(self.jobs.values()):
+            first_s = job.gen.first_token_timeout or self.deadlines.first_token_s  # never 0: gt=0
+            total_s = job.gen.timeout or self.deadlines.total_s
+            if first_s is None and total_s is None:
+                continue
             for seq in job.seqs.values():
                 why = deadline_reason(seq.request, now, first_token_s=first_s, total_s=total_s)
                 if why is not None:
@@ -266,11 +267,8 @@ class EngineLoop:
                 self._fail(job, error)
             except Exception as e2:
                 log.error("could not fail job %s", job.id, exc_info=e2)
-                self.jobs.pop(job.id, None)
                 self._outbox.append((job.id, Error("error", APIError(500, "engine error", type="internal_error"))))
-                if not job.done:
-                    job.done = True
-                    self._outbox.append((job.id, CLOSED))
+                self._close(job)
 
 
 class EngineThread:

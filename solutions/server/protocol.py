@@ -18,14 +18,12 @@ MODEL_NAME = "course-gpt"
 #: `top_logprobs`): vLLM's default `max_logprobs`, and OpenAI's chat limit (its legacy
 #: completions stop at 5).
 MAX_LOGPROBS = 20
-#: The longest `user` (the client the engine shares itself fairly with) a request may name.
-MAX_USER = 256
+MAX_USER = 256  # the longest `user` (the client the engine shares itself fairly with) a request may name
 
 
 class APIError(Exception):
-    """An error the client is told about, as OpenAI shapes it:
-    `{"error": {"message", "type", "param", "code"}}` with HTTP status `status`
-    (and extra response `headers`, e.g. `Retry-After` on a 503)."""
+    """An error the client is told about, as OpenAI shapes it: `{"error": {"message", "type",
+    "param", "code"}}` with HTTP status `status` (and response `headers`: `Retry-After` on a 503)."""
 
     def __init__(self, status: int, message: str, *, type: str = "invalid_request_error",
                  param: str | None = None, code: str | None = None, headers: dict[str, str] | None = None):
@@ -54,10 +52,10 @@ def bad(message: str, param: str | None = None, code: str | None = None) -> APIE
 
 @dataclass(frozen=True)
 class Limits:
-    """What the server accepts: the model's context (prompt + max_tokens), its vocabulary,
-    the most choices per request (`max_n`) and stop strings (`max_stop`), the model names
-    it answers to, /v1/completions' default `max_tokens` and the most prompts it takes in
-    one request (`max_prompts`)."""
+    """What the server accepts: the model's context (prompt + max_tokens), its vocabulary, the
+    most choices per request (`max_n`) and stop strings (`max_stop`), the model names it answers
+    to, /v1/completions' default `max_tokens`, the most prompts in one request (`max_prompts`),
+    and its deadlines (`first_token_timeout`, `timeout`; seconds, None: none)."""
 
     context: int
     vocab_size: int = 257
@@ -66,6 +64,8 @@ class Limits:
     models: tuple[str, ...] = (MODEL_NAME,)
     default_max_tokens: int = 16  # OpenAI's default for /v1/completions
     max_prompts: int = 64         # prompts in one /v1/completions request (a list of prompts)
+    first_token_timeout: float | None = None  # the server's deadlines (s): a request's own may only be shorter
+    timeout: float | None = None
 
 
 @dataclass(frozen=True)
@@ -92,6 +92,8 @@ class GenerationRequest:
     echo: bool = False            # a completion answers its prompt first (with its logprobs, if asked)
     echo_only: bool = False       # echo with max_tokens 0: the engine makes 1 token, the answer drops it
     client: str = ""              # who sent it (the body's `user`): the engine shares itself fairly between clients
+    first_token_timeout: float | None = None  # its deadlines (s): its own, else the server's
+    timeout: float | None = None
 
     @property
     def batch(self) -> tuple[tuple[int, ...], ...]:
@@ -171,8 +173,9 @@ class _GenerationBody(_Body):
     repetition_penalty: Number | None = Field(None, gt=0, description="a number > 0 (1 = off)")  # vLLM's
     ignore_eos: bool | None = Field(None, description="a boolean")                               # vLLM's
     min_tokens: int | None = Field(None, ge=0, description="an integer >= 0 (at most max_tokens)")  # vLLM's
-    user: str | None = Field(None, max_length=MAX_USER, description=f"a string of at most {MAX_USER} characters "
-                             "(the client the server shares its engine fairly with)")
+    user: str | None = Field(None, max_length=MAX_USER, description=f"a string of at most {MAX_USER} characters")
+    first_token_timeout: Number | None = Field(None, gt=0, description="seconds > 0 (at most the server's)")
+    timeout: Number | None = Field(None, gt=0, description="seconds > 0 (at most the server's)")
     n: Budget = Field(None, description="an integer >= 1 (as many choices as the server allows)")
     max_tokens: Budget = Field(None, description="an integer >= 1 that fits the context with the prompt")
     presence_penalty: Literal[0] | None = _no_op(0)

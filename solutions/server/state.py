@@ -84,7 +84,8 @@ class ServerState:
         info = self.loop.info
         self.admission = _admission(config, info.num_blocks, info.block_size, self.loop.clock)
         self.limits = Limits(context=info.max_len, vocab_size=info.vocab_size, max_n=config.max_n,
-                             models=(config.model_name,))
+                             models=(config.model_name,), first_token_timeout=config.first_token_timeout_s,
+                             timeout=config.timeout_s)
         self.metrics = Metrics(config.model_name)
         self.stats = dict(info.stats)  # the engine's last snapshot (/health)
         self.jobs: dict[str, Job] = {}

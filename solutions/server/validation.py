@@ -85,7 +85,8 @@ def parse_request(body: object, kind: str, limits: Limits, tokenizer: ServedToke
     max_stop); `token_budget` (n, the prompt's length against the context, max_tokens) on
     the prompt's tokens (chat: of the messages rendered by the model's chat template; a
     batch: of its longest prompt, so every prompt gets the same max_tokens); then
-    `min_tokens` over max_tokens (`echo` with max_tokens 0: judged as 1, made `echo_only`).
+    `min_tokens` over max_tokens (`echo` with max_tokens 0: judged as 1, made `echo_only`);
+    the deadlines (`deadlines`).
     A batch of exactly one prompt, `[p]`, is `p`. `null` is
     the default for every optional field: no stop, temperature 1.0, top_p None (also for
     1), stream False, repetition_penalty 1.0, ignore_eos False, min_tokens 0, logprobs None
@@ -120,7 +121,21 @@ def parse_request(body: object, kind: str, limits: Limits, tokenizer: ServedToke
                              1.0 if req.repetition_penalty is None else float(req.repetition_penalty),
                              bool(req.ignore_eos), min_tokens,
                              tuple(tuple(p) for p in batch) if len(batch) > 1 else (), logprobs,
-                             kind == "completion" and bool(req.echo), echo_only, req.user or "")
+                             kind == "completion" and bool(req.echo), echo_only, req.user or "",
+                             *deadlines(req, limits))
+
+
+def deadlines(req: schema.CompletionRequest | schema.ChatCompletionRequest, limits: Limits) -> tuple:
+    """A request's first-token and total deadlines (seconds): its own `first_token_timeout`
+    and `timeout`, else the server's; its own may not exceed the server's (a 400 naming the
+    field: a client cannot buy more time than the server gives anyone)."""
+    out = []
+    for name in ("first_token_timeout", "timeout"):
+        own, most = getattr(req, name), getattr(limits, name)
+        if own is not None and most is not None and own > most:
+            raise bad(f"{name}={own:g} s is longer than this server allows ({most:g} s)", param=name)
+        out.append(float(own) if own is not None else most)
+    return tuple(out)
 
 
 def check_model(model: str, limits: Limits) -> None:
