@@ -168,7 +168,7 @@ class EngineLoop:
             for p, prompt in enumerate(g.batch):
                 rid = job.id if len(g.batch) == 1 else f"{job.id}-p{p}"
                 base = Request(list(prompt), g.max_tokens, sampling=sampling, stop=[self.text.eos_id],
-                               request_id=rid, client=g.client)
+                               request_id=rid, client=g.client, priority=g.priority)
                 base.arrival = job.arrival
                 forks = self.engine.add_forked(base, g.n) if g.n > 1 else [self.engine.add_request(base)]
                 for j, r in enumerate(forks):

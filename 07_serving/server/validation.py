@@ -91,20 +91,20 @@ def parse_request(body: object, kind: str, limits: Limits, tokenizer: ServedToke
                              bool(req.ignore_eos), min_tokens,
                              tuple(tuple(p) for p in batch) if len(batch) > 1 else (), logprobs,
                              kind == "completion" and bool(req.echo), echo_only, req.user or "",
-                             *deadlines(req, limits))
+                             priority=req.priority or 0, **deadlines(req, limits))
 
 
-def deadlines(req: schema.CompletionRequest | schema.ChatCompletionRequest, limits: Limits) -> tuple:
+def deadlines(req: schema.CompletionRequest | schema.ChatCompletionRequest, limits: Limits) -> dict:
     """A request's first-token and total deadlines (seconds): its own `first_token_timeout`
     and `timeout`, else the server's; its own may not exceed the server's (a 400 naming the
     field: a client cannot buy more time than the server gives anyone)."""
-    out = []
+    out = {}
     for name in ("first_token_timeout", "timeout"):
         own, most = getattr(req, name), getattr(limits, name)
         if own is not None and most is not None and own > most:
             raise bad(f"{name}={own:g} s is longer than this server allows ({most:g} s)", param=name)
-        out.append(float(own) if own is not None else most)
-    return tuple(out)
+        out[name] = float(own) if own is not None else most
+    return out
 
 
 def check_model(model: str, limits: Limits) -> None:

@@ -1,7 +1,8 @@
 """Per-request deadlines (given code): a request's own `first_token_timeout` and `timeout`,
 bounded by the server's, and refused at admission when the queue ahead of it is measured to
-take longer than its deadline (503 "deadline_unmeetable"), instead of being served late.
-(The deadlines enforced over HTTP: test_server_deadlines.py, 7.3.)"""
+take longer than its deadline (503 "deadline_unmeetable"), instead of being served late; and a
+request's `priority`, which may only put it behind others. (The deadlines enforced over HTTP:
+test_server_deadlines.py, 7.3.)"""
 
 from __future__ import annotations
 
@@ -72,3 +73,27 @@ def test_a_deadline_the_queue_cannot_meet_is_refused_at_admission():
     assert a.admit_batch([8], 8, 1, "", deadline_s=5.0).blocks == 1
     b = srv.AdmissionControl(num_blocks=4, block_size=16, max_queue_tokens=64, clock=clock)
     assert b.admit_batch([8], 8, 1, "", deadline_s=0.001), "fits the memory: starts now"
+
+
+@pytest.mark.given
+def test_a_request_may_step_back_but_never_cut_in(parse, tiny_model):
+    """`priority` (vLLM's name; lower runs first) is 0..MAX_PRIORITY: a client may put its own
+    request behind others, and a negative one (ahead of everyone, taking their rows) is a 400
+    naming it. The engine queues by it: a waiting priority-0 request goes before an earlier
+    priority-5 one."""
+    assert parse({}).priority == 0 and parse({"priority": 5}).priority == 5
+    for bad in (-1, srv.protocol.MAX_PRIORITY + 1, 1.0, "1", True):
+        with pytest.raises(srv.APIError) as e:
+            parse({"priority": bad})
+        assert (e.value.status, e.value.param) == (400, "priority"), bad
+    from solutions.batching import Request
+    from solutions.paged import PagedEngine
+
+    engine = PagedEngine(tiny_model, srv.FairBatching(1), num_blocks=8, clock=ManualClock())
+    first = engine.add_request(Request([1, 2, 3], 2))
+    later, urgent = engine.add_request(Request([4, 5], 2, priority=5)), engine.add_request(Request([6, 7], 2))
+    while engine.has_unfinished():
+        engine.step()
+        engine.clock.sleep(1.0)
+    starts = [min(e.time for e in r.events if e.state.value == "running") for r in (first, urgent, later)]
+    assert starts == sorted(starts) and starts[1] < starts[2]

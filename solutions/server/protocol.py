@@ -14,10 +14,10 @@ from pydantic.json_schema import models_json_schema
 from pydantic_core import PydanticCustomError
 
 MODEL_NAME = "course-gpt"
-#: The most alternatives a token's log-probabilities may list (completions' `logprobs`, chat's
-#: `top_logprobs`): vLLM's default `max_logprobs`, and OpenAI's chat limit (its legacy
-#: completions stop at 5).
+#: The most alternatives a token's log-probabilities may list (completions' `logprobs`, chat's `top_logprobs`):
+#: vLLM's default `max_logprobs`, and OpenAI's chat limit (its legacy completions stop at 5).
 MAX_LOGPROBS = 20
+MAX_PRIORITY = 100  # `priority` (vLLM's; lower first) is 0..this: a client may step back, never cut in
 MAX_USER = 256  # the longest `user` (the client the engine shares itself fairly with) a request may name
 
 
@@ -94,6 +94,7 @@ class GenerationRequest:
     client: str = ""              # who sent it (the body's `user`): the engine shares itself fairly between clients
     first_token_timeout: float | None = None  # its deadlines (s): its own, else the server's
     timeout: float | None = None
+    priority: int = 0             # lower runs first (0..MAX_PRIORITY: a client may only step back)
 
     @property
     def batch(self) -> tuple[tuple[int, ...], ...]:
@@ -106,19 +107,17 @@ class GenerationRequest:
         return len(self.batch) * self.n
 
 
-#: The chat template for the byte-level model (it has no special tokens but EOT): each
-#: message becomes `<|role|>\n` + content + `\n`, and the prompt ends with
-#: `<|assistant|>\n`, the model's cue to answer. (The default model was trained on
-#: Python source, not on chats: the template is a format, not a skill.)
+#: The chat template for the byte-level model (it has no special tokens but EOT): each message becomes
+#: `<|role|>\n` + content + `\n`, and the prompt ends with `<|assistant|>\n`, the model's cue to answer.
+#: (The default model was trained on Python source, not on chats: the template is a format, not a skill.)
 CHAT_TEMPLATE = "<|{role}|>\n{content}\n"
 CHAT_ROLES = ("system", "user", "assistant")
 
 
 # ---- the request bodies, as pydantic models (what /openapi.json publishes) -----------------------
 # Strict: an int is never a bool (True is not 1) nor a float (4.0 is not 4); a number may be an int.
-# Each field's `description` is its rule; a 400 says "<field> must be <description>, got <value>"
-# (validation.api_error). What depends on this server's Limits (model names, vocabulary, how many
-# prompts and stop strings) and 7.1's budget (n, max_tokens) are checked after the schema.
+# Each field's `description` is its rule; a 400 says "<field> must be <description>, got <value>" (api_error);
+# what depends on this server's Limits and on 7.1's budget (n, max_tokens) is checked after the schema.
 
 class _Body(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
@@ -127,8 +126,8 @@ class _Body(BaseModel):
 Number = Annotated[float, Field(allow_inf_nan=False)]  # an int or a finite float
 TokenIds = Annotated[list[Annotated[int, Field(ge=0)]], Field(min_length=1)]
 Text = Annotated[str, Field(min_length=1)]
-#: n, max_tokens, max_completion_tokens: 7.1's `token_budget` judges them (their bounds are the
-#: context the prompt leaves and `Limits.max_n`), so the schema only documents them.
+#: n, max_tokens, max_completion_tokens: 7.1's `token_budget` judges them (their bounds are the context
+#: the prompt leaves and `Limits.max_n`), so the schema only documents them.
 Budget = Annotated[Any, WithJsonSchema({"anyOf": [{"type": "integer", "minimum": 1}, {"type": "null"}]})]
 
 
@@ -176,6 +175,7 @@ class _GenerationBody(_Body):
     user: str | None = Field(None, max_length=MAX_USER, description=f"a string of at most {MAX_USER} characters")
     first_token_timeout: Number | None = Field(None, gt=0, description="seconds > 0 (at most the server's)")
     timeout: Number | None = Field(None, gt=0, description="seconds > 0 (at most the server's)")
+    priority: int | None = Field(None, ge=0, le=MAX_PRIORITY, description=f"an integer in 0..{MAX_PRIORITY}")
     n: Budget = Field(None, description="an integer >= 1 (as many choices as the server allows)")
     max_tokens: Budget = Field(None, description="an integer >= 1 that fits the context with the prompt")
     presence_penalty: Literal[0] | None = _no_op(0)
