@@ -152,18 +152,17 @@ class AdmissionControl:
     def expected_wait_s(self, need: int) -> float:
         """Seconds a request of `need` blocks is expected to wait before it starts: the
         blocks reserved beyond the memory, its own included (`reserved_blocks` + need -
-        `num_blocks`), at the measured `service_rate`. 0 when it fits the memory now, when
-        its client has a `fair_allowance` (the fair scheduler starts it ahead of the queue),
-        or when nothing has been measured yet."""
+        `num_blocks`), at the measured `service_rate`. 0 when it fits the memory now, or when
+        nothing has been measured yet."""
         with self._lock:
             ahead = self.reserved_blocks + need - self.num_blocks
         rate = self.service_rate()
-        return ahead / rate if ahead > 0 and rate > 0 and not self._allowance else 0.0
+        return ahead / rate if ahead > 0 and rate > 0 else 0.0
 
     def _refuse_if_late(self, prompt_tokens: list[int], max_tokens: int, n: int, deadline_s: float) -> None:
         needs = [request_blocks(length, max_tokens, n, self.block_size) for length in prompt_tokens]
-        if self.draining or max(needs) > self.num_blocks:
-            return  # admit's own refusals say more
+        if self.draining or max(needs) > self.num_blocks or self._allowance:
+            return  # admit's own refusals say more; a client with a fair allowance goes ahead of the queue
         wait = self.expected_wait_s(sum(needs))
         if wait > deadline_s:
             with self._lock:
