@@ -185,14 +185,14 @@ def step_times(srv, model_name: str, rows: int, budgets: list[int]) -> dict:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--model", choices=("default", "smollm2"), default="default", help="the model served")
-    # smoke (COURSE_BENCH_SMOKE=1, course/bench_impl.py): a flood of 4, 3 quiet requests, fair only, unless given
-    p.add_argument("--flood", type=int, default=4 if SMOKE else 200, help="the flood's requests in flight")
-    p.add_argument("--quiet", type=int, default=3 if SMOKE else 40, help="the quiet client's requests")
-    p.add_argument("--warm", type=float, default=0.5 if SMOKE else 5.0, metavar="S",
+    # smoke (COURSE_BENCH_SMOKE=1, course/bench_impl.py): fair only unless given, at most a flood of 4 and 3 quiet
+    p.add_argument("--flood", type=int, default=200, help="the flood's requests in flight")
+    p.add_argument("--quiet", type=int, default=40, help="the quiet client's requests")
+    p.add_argument("--warm", type=float, default=5.0, metavar="S",
                    help="seconds the flood runs before the quiet client starts")
     p.add_argument("--rows", type=int, default=128, help="the server's --max-batch-size (its default 128)")
     p.add_argument("--budget", type=int, default=None, help="the server's --max-tokens-per-step (default: its own)")
-    p.add_argument("--window", type=float, default=1.0 if SMOKE else 20.0, metavar="S",
+    p.add_argument("--window", type=float, default=20.0, metavar="S",
                    help="seconds over which the flood's tokens/s is measured, from the quiet client's start")
     p.add_argument("--policies", default="fair" if SMOKE else "fair,fcfs",
                    help="scheduling policies to compare, in order (default fair,fcfs; \"\": none)")
@@ -201,6 +201,8 @@ def main() -> None:
     p.add_argument("--json", default=None, metavar="FILE", help="also write the rows here (atomically)")
     add_impl_argument(p)
     args = p.parse_args()
+    if SMOKE:  # a README command's own sizes too: a smoke run shows the code path, not the figure
+        args.flood, args.quiet, args.warm, args.window = min(args.flood, 4), min(args.quiet, 3), 0.5, 1.0
     srv = load_impl(args, "server")  # the servers run this package (`course --impl IMPL serve`)
     rows: list[dict] = []
     with tempfile.TemporaryDirectory() as log_dir:
