@@ -245,7 +245,8 @@ def _stage_of(argv: list[str]) -> manifest.Stage | None:
     return None
 
 
-_NO_PATH = ("--threads", "--repeat", "--json", "--impl", "--out", "--requests", "--quick")  # pick no other code path
+_NO_PATH = ("--threads", "--repeat", "--json", "--impl", "--out", "--requests", "--quick",  # pick no other code path:
+            "--budget", "--flood", "--quiet", "--rows", "--warm", "--window")  # sizes (bench_fair, bench_host)
 _SELECTOR = ("--part", "--parts", "--stages")  # a subset of the bench's parts; none: all of them
 
 
@@ -400,6 +401,10 @@ def test_the_smoke_plan_runs_each_code_path_once():
           key("04_kv_cache/bench.py", "--quant", "--json", "q.json")]
     assert _smoke_plan(kv, done=[]) == [True, True, False], kv
     assert _smoke_plan(kv, done=[kv[0]]) == [False, True, False]  # run in this session's other release
+    fair = [key("07_serving/bench_fair.py", "--impl", "solution"), key("07_serving/bench_fair.py", "--budget", "256"),
+            key("07_serving/bench_fair.py", "--model", "smollm2", "--rows", "16", "--flood", "48", "--budget", "64")]
+    # sizes pick no code path: the SmolLM2 run covers the other two
+    assert _smoke_plan(fair, done=[]) == [False, False, True], fair
     prof = [_smoke_key(["python", "-m", "course", "profile", "--stages", "sweep", "--threads", "1", "--quick"]),
             _smoke_key(["python", "-m", "course", "profile", "--quick", "--out", "x"])]
     assert prof[1] == ("-m course profile", ()) and _smoke_plan(prof, done=[]) == [False, True], prof
