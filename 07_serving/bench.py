@@ -20,7 +20,9 @@ real Python source, sent as token ids), each request a streaming completion
             path adds on top of the engine inside one run
   rates     0.25x .. 2x the saturation rate, each with admission control (a bounded
             queue of --max-queue-tokens beyond the KV memory; 503 beyond it) and without
-            (everything queues)
+            (everything queues); with `--degrade W`, also admission with degradation
+            before refusal (the server's `--degrade-watermark W`: past W of the KV memory
+            a new request gets `--degraded-max-tokens`, default 8 here)
 
 Per run: throughput (output tokens/s, first arrival -> last finish), TTFT and TPOT
 p50 / p99 of the completed requests, refused requests, and goodput: completed requests
@@ -28,10 +30,12 @@ whose TTFT met the target (default 5x the idle TTFT) per second.
 
 Aims (issue 10): at 2x saturation, admitted p99 TTFT <= 5x idle TTFT, and goodput with
 admission >= 1.5x goodput without; HTTP TTFT <= 1.2x the engine's offline TTFT at low
-load (0.25x saturation).
+load (0.25x saturation). With `--degrade`: goodput with degradation / admission alone at
+2x saturation, and the requests each refused (no aim: measured).
 
     python 07_serving/bench.py [--impl student|solution] [--quick] [--requests N] [--num-blocks B]
-                               [--max-queue-tokens T] [--json FILE] [--plot FILE] [--device cpu|cuda]
+                               [--max-queue-tokens T] [--degrade W] [--degraded-max-tokens N]
+                               [--json FILE] [--plot FILE] [--device cpu|cuda]
                                [--dtype float32|float16|bfloat16]
 
 --device / --dtype (solutions/device.py): the servers (`--device D --dtype T`) and the
@@ -201,6 +205,10 @@ def main() -> None:
         p.add_argument("--max-queue-tokens", type=int, default=0, help="admission: queue bound beyond memory")
         p.add_argument("--ttft-target-ms", type=float, default=None, help="goodput target (default 5x idle)")
         p.add_argument("--factors", default="0.25,0.5,1,1.5,2", help="rates, as multiples of saturation")
+        p.add_argument("--degrade", type=float, default=None, metavar="W",
+                       help="also a server with admission and --degrade-watermark W (default: none)")
+        p.add_argument("--degraded-max-tokens", type=int, default=8, metavar="N",
+                       help="that server's --degraded-max-tokens (default 8)")
         add_device_arguments(p)
         add_impl_argument(p)
 
@@ -226,6 +234,11 @@ def main() -> None:
                                           *on, log_dir=tmp.name),
                "no admission": ServerProcess("--num-blocks", str(args.num_blocks), "--no-admission", *on,
                                              log_dir=tmp.name)}
+    if args.degrade is not None:  # admission as above, and degradation before refusal
+        servers["degraded"] = ServerProcess("--num-blocks", str(args.num_blocks), "--max-queue-tokens",
+                                            str(args.max_queue_tokens), "--max-queue-wait", "0",
+                                            "--degrade-watermark", str(args.degrade), "--degraded-max-tokens",
+                                            str(args.degraded_max_tokens), *on, log_dir=tmp.name)
     results: dict = {"runs": {}}
     try:
         # saturation: an all-at-once trace, through the engine alone and through HTTP (the
@@ -253,9 +266,10 @@ def main() -> None:
             res, _ = asyncio.run(load(servers["admission"].url, type(idle_trace)((r,)), 60))
             idle.append(res[0]["ttft"])
         servers["admission"].new_lines()
-        for r in list(idle_trace)[:4]:  # warm the other server up too
-            asyncio.run(load(servers["no admission"].url, type(idle_trace)((r,)), 60))
-        servers["no admission"].new_lines()
+        for other in [s for name, s in servers.items() if name != "admission"]:  # warm the others up too
+            for r in list(idle_trace)[:4]:
+                asyncio.run(load(other.url, type(idle_trace)((r,)), 60))
+            other.new_lines()
         idle_ttft = statistics.median(idle[2:] if len(idle) > 4 else idle)
         target = args.ttft_target_ms / 1e3 if args.ttft_target_ms else 5 * idle_ttft
         print(f"idle TTFT (HTTP, median of {len(idle)}): {idle_ttft * 1e3:.1f} ms; goodput target "
@@ -301,6 +315,13 @@ def main() -> None:
     print(f"at {low} saturation, the same requests: client-side TTFT p50 / the server engine's own TTFT p50 "
           f"(its request log) = {inside:.2f}")
     failed = sum(r.get("failed", 0) for r in results["runs"].values())
+    if args.degrade is not None:
+        deg = results["runs"][f"{top} degraded"]
+        ratio_deg = deg["goodput_rps"] / adm["goodput_rps"] if adm["goodput_rps"] else float("inf")
+        print(f"at {top} saturation, degradation past {args.degrade:g} of the KV memory to "
+              f"{args.degraded_max_tokens} tokens: goodput degraded / admission alone = {ratio_deg:.2f}; "
+              f"refused {deg['refused']} against {adm['refused']} of {deg['sent']}; output tokens/s "
+              f"{deg['tok_s']:.0f} against {adm['tok_s']:.0f}")
     print(f"requests that failed (neither 200 nor 503): {failed}")
     if args.json:
         Path(args.json).write_text(json.dumps({"rows": rep.rows, **results}, indent=1, default=float))
@@ -315,8 +336,10 @@ def plot(rows: list[dict], path: str) -> None:
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 3, figsize=(14, 4))
-    for label in ("offline engine", "HTTP, admission", "HTTP, no admission"):
+    for label in ("offline engine", "HTTP, admission", "HTTP, no admission", "HTTP, degraded"):
         rs = [r for r in rows if r["name"].endswith(label)]
+        if not rs:
+            continue
         x = [r["rate_rps"] for r in rs]
         axes[0].plot(x, [r["ttft_p99_ms"] for r in rs], "o-", label=label)
         axes[1].plot(x, [r["tpot_p99_ms"] for r in rs], "o-", label=label)

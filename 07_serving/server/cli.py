@@ -102,6 +102,12 @@ def _limit_arguments(p: ArgumentParser) -> None:
                    help="admission: queue what the server is measured to start within S seconds (default 10; "
                         "0: only --max-queue-tokens)")
     p.add_argument("--no-admission", action="store_true", help="admit everything (for comparison)")
+    p.add_argument("--degrade-watermark", type=float, default=None, metavar="F",
+                   help="degradation before refusal: once the reservations would pass this fraction of the KV "
+                        "memory, a new request gets at most --degraded-max-tokens, said in its X-Degraded header "
+                        "(default: never)")
+    p.add_argument("--degraded-max-tokens", type=int, default=32, metavar="N",
+                   help="the max_tokens of a request degraded past --degrade-watermark (default 32)")
     p.add_argument("--first-token-timeout", type=float, default=None, metavar="S",
                    help="abort a request that has no first token S seconds after it arrived, and tell its client "
                         "(a 504, or a stream's last event: deadline_first_token; default: no limit)")
@@ -140,7 +146,7 @@ def _check(args) -> None:
         raise ValueError(f"--port must be in 0..65535, got {args.port}")
     if args.num_blocks is not None and args.num_blocks < 1:
         raise ValueError(f"--num-blocks must be >= 1, got {args.num_blocks}")
-    for name in ("max_batch_size", "max_tokens_per_step", "threads", "torch_threads"):
+    for name in ("max_batch_size", "max_tokens_per_step", "threads", "torch_threads", "degraded_max_tokens"):
         if getattr(args, name) is not None and getattr(args, name) < 1:
             raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
     for name in ("first_token_timeout", "timeout"):
@@ -151,6 +157,8 @@ def _check(args) -> None:
         raise ValueError(f"--max-queue-tokens must be >= 0, got {args.max_queue_tokens}")
     if not args.max_queue_wait >= 0 or args.max_queue_wait == float("inf"):
         raise ValueError(f"--max-queue-wait must be a number of seconds >= 0, got {args.max_queue_wait}")
+    if args.degrade_watermark is not None and not 0 < args.degrade_watermark <= 1:
+        raise ValueError(f"--degrade-watermark must be a fraction in (0, 1], got {args.degrade_watermark}")
     if args.grace < 0:
         raise ValueError(f"--grace must be >= 0, got {args.grace}")
     if args.request_log is not None and Path(args.request_log).is_dir():
@@ -197,7 +205,8 @@ def _serve(args, served: ServedModel, threads: int) -> int:
                           max_queue_wait_s=args.max_queue_wait or None,
                           first_token_timeout_s=args.first_token_timeout, timeout_s=args.timeout,
                           shutdown_grace_s=args.grace, request_log=args.request_log, admission=not args.no_admission,
-                          allowed_origins=origins(args.allowed_origins))
+                          allowed_origins=origins(args.allowed_origins), degrade_watermark=args.degrade_watermark,
+                          degraded_max_tokens=args.degraded_max_tokens)
     sizes = dict(max_batch_size=args.max_batch_size, max_tokens_per_step=args.max_tokens_per_step,
                  num_blocks=args.num_blocks, scheduling_policy=args.scheduling_policy)
     model = served.model

@@ -50,6 +50,8 @@ class ServerConfig:
     request_log: str | None = None
     admission: bool = True
     allowed_origins: tuple[str, ...] = ()  # CORS: the web origins whose pages may call the API (none: no CORS)
+    degrade_watermark: float | None = None  # degradation before refusal (AdmissionControl.granted_max_tokens)
+    degraded_max_tokens: int = 32
 
 
 @dataclass
@@ -164,4 +166,5 @@ def _admission(config: ServerConfig, num_blocks: int, block_size: int, clock) ->
     if not config.admission:
         queue_tokens = 1 << 40
     return AdmissionControl(num_blocks=num_blocks, block_size=block_size, max_queue_tokens=queue_tokens,
-                            retry_after_s=config.retry_after_s, max_wait_s=config.max_queue_wait_s, clock=clock)
+                            retry_after_s=config.retry_after_s, max_wait_s=config.max_queue_wait_s, clock=clock,
+                            degrade_watermark=config.degrade_watermark, degraded_max_tokens=config.degraded_max_tokens)

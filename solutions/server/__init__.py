@@ -3,7 +3,7 @@
 The files, in exercise order (the lesson is in 07_serving.ipynb), then the given ones:
 
     validation.py   token_budget; parse_request (given): a body or a 4xx      7.1
-    admission.py    AdmissionControl (admit, release), request_blocks         7.2
+    admission.py    AdmissionControl (admit, release), request_blocks; degrade  7.2
     deadlines.py    deadline_reason; the 504 a late request gets              7.3
     disconnect.py   until_disconnected, next_events, stream_closed            7.4
     streaming.py    TokenStream (put, get_batch), sse                         7.5
@@ -31,7 +31,7 @@ The files, in exercise order (the lesson is in 07_serving.ipynb), then the given
     state.py        ServerConfig, Job, ServerState (the engine's host)        given
 """
 
-from .admission import AdmissionControl, Ticket, request_blocks
+from .admission import DEGRADED_HEADER, AdmissionControl, Ticket, degrade, request_blocks
 from .app import build_app
 from .cli import main
 from .deadlines import deadline_error, deadline_reason
@@ -54,7 +54,8 @@ from .validation import parse_request, token_budget
 
 __all__ = [
     "APIError", "Limits", "GenerationRequest", "CHAT_TEMPLATE", "render_chat", "parse_request", "token_budget",
-    "Ticket", "AdmissionControl", "request_blocks", "deadline_reason", "until_disconnected", "next_events",
+    "Ticket", "AdmissionControl", "request_blocks", "degrade", "DEGRADED_HEADER", "deadline_reason",
+    "until_disconnected", "next_events",
     "stream_closed",
     "TokenStream", "sse", "Detokenizer", "TokenText", "BYTE_TEXT", "LOG_KEYS", "request_log", "Metrics", "drain",
     "ServerConfig", "ServerState", "Job", "EngineClient", "EngineHost", "EngineLoop", "EngineThread", "EngineProcess",

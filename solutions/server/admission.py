@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+import dataclasses
 import threading
 import time
 from collections.abc import Callable
@@ -11,7 +12,9 @@ from dataclasses import dataclass
 from solutions.checks import check_int, is_number
 from solutions.paged import blocks_needed
 
-from .protocol import APIError, bad
+from .protocol import APIError, GenerationRequest, bad
+
+DEGRADED_HEADER = "X-Degraded"  # the response header that says a request was shortened (`degrade`)
 
 
 class AdmissionControl:
@@ -90,11 +93,14 @@ class AdmissionControl:
     # -- given: construction and capacity
     def __init__(self, *, num_blocks: int, block_size: int, max_queue_tokens: int, retry_after_s: int = 1,
                  max_wait_s: float | None = None, rate_window_s: float = 10.0,
-                 clock: Callable[[], float] = time.monotonic):
+                 clock: Callable[[], float] = time.monotonic, degrade_watermark: float | None = None,
+                 degraded_max_tokens: int = 32):
         """`max_queue_tokens`: the queue beyond the memory that is always allowed (tokens of
         reservations; with `max_wait_s` None, the whole rule). `max_wait_s`: the longest a
         request should wait to start; the queue then grows to what the server is measured
-        to serve in that time (`capacity_blocks`). `clock` (seconds) times the service."""
+        to serve in that time (`capacity_blocks`). `clock` (seconds) times the service.
+        `degrade_watermark` (a fraction of the memory, or None: never) and
+        `degraded_max_tokens`: degradation before refusal (`granted_max_tokens`)."""
         self.num_blocks = check_int("num_blocks", num_blocks, 1)
         self.block_size = check_int("block_size", block_size, 1)
         self.max_queue_tokens = check_int("max_queue_tokens", max_queue_tokens, 0)
@@ -104,6 +110,10 @@ class AdmissionControl:
         if not (is_number(rate_window_s) and rate_window_s > 0):
             raise ValueError(f"rate_window_s must be a number of seconds > 0, got {rate_window_s!r}")
         self.max_wait_s, self.rate_window_s, self.clock = max_wait_s, float(rate_window_s), clock
+        if degrade_watermark is not None and not (is_number(degrade_watermark) and 0 < degrade_watermark <= 1):
+            raise ValueError(f"degrade_watermark must be None or a fraction in (0, 1], got {degrade_watermark!r}")
+        self.degrade_watermark = degrade_watermark
+        self.degraded_max_tokens = check_int("degraded_max_tokens", degraded_max_tokens, 1)
         self.reserved_blocks = 0
         self.reserved_tokens = 0
         self.admitted = 0
@@ -148,6 +158,22 @@ class AdmissionControl:
             self.admitted -= len(tickets) - 1
             self.held_by[client] += sum(t.blocks for t in tickets)
         return Ticket(sum(t.blocks for t in tickets), sum(t.tokens for t in tickets), client=client)
+
+    def granted_max_tokens(self, prompt_tokens: list[int], max_tokens: int, n: int = 1, min_tokens: int = 0) -> int:
+        """Degradation before refusal: the `max_tokens` a request is given. When the
+        reservations, this request's worst case at the `max_tokens` it asked included, would
+        pass `degrade_watermark` of the KV memory, it gets `degraded_max_tokens` (never fewer
+        than its `min_tokens`, never more than it asked): shorter answers for the newcomers
+        before a 503 for some. Since the watermark is at most the memory, a request that
+        would be refused as asked is shortened first, and only refused if it is still too
+        big. Below the watermark, or without one (None), what it asked."""
+        floor = max(self.degraded_max_tokens, min_tokens)
+        if self.degrade_watermark is None or max_tokens <= floor:
+            return max_tokens
+        need = sum(request_blocks(length, max_tokens, n, self.block_size) for length in prompt_tokens)
+        with self._lock:
+            past = self.reserved_blocks + need > self.degrade_watermark * self.num_blocks
+        return floor if past else max_tokens
 
     def expected_wait_s(self, need: int) -> float:
         """Seconds a request of `need` blocks is expected to wait before it starts: the
@@ -237,6 +263,17 @@ class Ticket:
     tokens: int
     released: bool = False
     client: str = ""  # who reserved it (AdmissionControl.held_by)
+
+
+def degrade(admission: AdmissionControl, gen: GenerationRequest) -> tuple[GenerationRequest, dict[str, str]]:
+    """`gen` with the `max_tokens` admission grants it (`granted_max_tokens`), and the
+    response headers that tell the client: `X-Degraded: max_tokens=<granted>;
+    asked=<asked>; watermark=<fraction>` when it was shortened, none otherwise."""
+    granted = admission.granted_max_tokens([len(p) for p in gen.batch], gen.max_tokens, gen.n, gen.min_tokens)
+    if granted >= gen.max_tokens:
+        return gen, {}
+    said = f"max_tokens={granted}; asked={gen.max_tokens}; watermark={admission.degrade_watermark:g}"
+    return dataclasses.replace(gen, max_tokens=granted), {DEGRADED_HEADER: said}
 
 
 def request_blocks(prompt_tokens: int, max_tokens: int, n: int, block_size: int) -> int:

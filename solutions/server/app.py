@@ -17,6 +17,7 @@ from starlette.requests import ClientDisconnect
 from solutions.paged import PagedEngine
 
 from . import tokenization
+from .admission import degrade
 from .choices import Choices, chunk as _chunk
 from .disconnect import next_events, stream_closed, until_disconnected
 from .engine_client import Error, Event, Finish
@@ -100,7 +101,7 @@ async def _generate(request: HTTPRequest, state: ServerState, kind: str) -> Resp
         raise bad(f"the request body is not valid JSON: {e}", code="invalid_json") from None
     if kind in TOKENIZER_ENDPOINTS:  # /tokenize, /detokenize: answered here, with the tokenizer
         return JSONResponse(TOKENIZER_ENDPOINTS[kind](body, state.limits, state.tokenizer))
-    gen = parse_request(body, kind, state.limits, state.tokenizer)
+    gen, degraded = degrade(state.admission, parse_request(body, kind, state.limits, state.tokenizer))
     deadline = min((d for d in (gen.first_token_timeout, gen.timeout) if d is not None), default=None)
     ticket = state.admission.admit_batch([len(p) for p in gen.batch], gen.max_tokens, gen.n, gen.client, deadline)
     job = Job(_job_id(state, kind, request_id(request.scope)), gen, TokenStream(asyncio.get_running_loop()),
@@ -118,8 +119,10 @@ async def _generate(request: HTTPRequest, state: ServerState, kind: str) -> Resp
         if gen.stream:
             streaming = True
             return StreamingResponse(_stream_events(state, job, first), media_type="text/event-stream",
-                                     headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
-        return await _collect(state, job, first, gone)
+                                     headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no", **degraded})
+        answer = await _collect(state, job, first, gone)
+        answer.headers.update(degraded)
+        return answer
     except BaseException:  # no answer will be given (an error, a cancelled handler): stop the job
         state.abort(job, "error")
         raise
