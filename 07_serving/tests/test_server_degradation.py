@@ -27,7 +27,9 @@ def test_past_the_watermark_a_request_is_shortened_to_the_floor():
     assert a.granted_max_tokens([8], 56) == 56, "1 + 4 = 5 blocks: at the watermark is not past it"
     a.reserved_blocks = 2
     assert a.granted_max_tokens([8], 56) == 8, "2 + 4 blocks pass the watermark: the floor"
-    assert a.granted_max_tokens([8], 5) == 5, "asking for less than the floor: what it asked"
+    a.reserved_blocks = 6
+    assert a.granted_max_tokens([8], 5) == 5, "past the watermark, asking for less than the floor: what it asked"
+    a.reserved_blocks = 2
     assert a.granted_max_tokens([8], 56, min_tokens=20) == 20, "never fewer than its own min_tokens"
     a.reserved_blocks = 0
     assert a.granted_max_tokens([8], 40) == 40 and a.granted_max_tokens([8, 8], 40) == 8, \
