@@ -1,23 +1,20 @@
 # GENERATED from solutions/server/admission.py by `course stubs --write`: fill in the bodies that raise NotImplementedError.
 # The lesson is 07_serving/07_serving.ipynb. Exercises in this file (line of each hole, then the commands):
-#   7.2 Admission control by KV blocks: 503 + Retry-After: lines 43, 50; `course check 7.2`, `course hint 7.2`
+#   7.2 Admission control by KV blocks: 503 + Retry-After: lines 40, 47; `course check 7.2`, `course hint 7.2`
 """7.2 Admission control by KV blocks: a 503 + Retry-After before any work is done."""
 
 from __future__ import annotations
 
 import collections
-import dataclasses
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from solutions.checks import check_int, is_number
 from solutions.paged import blocks_needed
 
 from .protocol import APIError, GenerationRequest, bad
-
-DEGRADED_HEADER = "X-Degraded"  # the response header that says a request was shortened (`degrade`)
 
 
 class AdmissionControl:
@@ -224,6 +221,9 @@ class Ticket:
     client: str = ""  # who reserved it (AdmissionControl.held_by)
 
 
+DEGRADED_HEADER = "X-Degraded"  # the response header that says a request was shortened (`degrade`)
+
+
 def degrade(admission: AdmissionControl, gen: GenerationRequest) -> tuple[GenerationRequest, dict[str, str]]:
     """`gen` with the `max_tokens` admission grants it (`granted_max_tokens`), and the
     response headers that tell the client: `X-Degraded: max_tokens=<granted>;
@@ -232,7 +232,7 @@ def degrade(admission: AdmissionControl, gen: GenerationRequest) -> tuple[Genera
     if granted >= gen.max_tokens:
         return gen, {}
     said = f"max_tokens={granted}; asked={gen.max_tokens}; watermark={admission.degrade_watermark:g}"
-    return dataclasses.replace(gen, max_tokens=granted), {DEGRADED_HEADER: said}
+    return replace(gen, max_tokens=granted), {DEGRADED_HEADER: said}
 
 
 def request_blocks(prompt_tokens: int, max_tokens: int, n: int, block_size: int) -> int:
