@@ -150,12 +150,13 @@ STAGES: tuple[Stage, ...] = (
     # test also needs 7.3's deadlines).
     Stage("07", "server", "07_serving", "Serving: an OpenAI-compatible HTTP server", _ex(
         ("7.1", "The token budget: n and max_tokens against the context", 5),
-        ("7.2", "Admission control by KV blocks: 503 + Retry-After", 20, "7.1 7.5"),
+        ("7.2", "Admission control by KV blocks: 503 + Retry-After", 15, "7.1 7.5"),
         ("7.3", "Deadlines: first token and total", 10, "7.1 7.2 7.4 7.5 7.6"),
         ("7.4", "Cancellation: the disconnect watch and the race against it", 15, "7.1 7.2 7.5"),
         ("7.5", "The streaming bridge and SSE framing", 15, "7.1"),
-        ("7.6", "Metrics and the per-request log line", 20, "7.1 7.2 7.4 7.5"),
+        ("7.6", "Metrics and the per-request log line", 15, "7.1 7.2 7.4 7.5"),
         ("7.7", "Graceful shutdown", 15, "7.1 7.2 7.4 7.5 7.6"),
+        ("7.8", "Priority lanes: short requests first, none starved", 10),
     )),
     # --- end stage 07 ---------------------------------------------------------------
     # --- stage 08 -------------------------------------------------------------------

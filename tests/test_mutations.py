@@ -1504,6 +1504,26 @@ MUTATIONS = (
       "    usage = _usage(sum(len(p) for p in g.batch), sum(f.completion_tokens for f in finished.values()))",
       "    usage = _usage(len(g.prompt_ids), sum(f.completion_tokens for f in finished.values()))",
       ("tests/test_server_api_compat.py::test_a_list_of_prompts_gets_one_choice_per_prompt_and_n",)),
+    # 7.8 (issue 31's listed bugs): FIFO broken inside a lane (shortest first), the batch lane
+    # starved (no aging), priority inverted on preemption (the lane after the fair order, so the
+    # latest request, an interactive one, is the victim), the bound off by one
+    M("07-lanes-shortest-first-inside-a-lane", "server",
+      "    return (lane(request, now, short_tokens, max_wait_s), *FairBatching.rank(request, usage))",
+      "    return (lane(request, now, short_tokens, max_wait_s), len(request.prompt) + request.max_new_tokens,\n"
+      "            *FairBatching.rank(request, usage))",
+      ("tests/test_server_lanes.py::test_short_requests_go_first_and_each_lane_is_first_come_first_served",)),
+    M("07-lanes-no-aging", "server",
+      "    aged = request.arrival is not None and now - request.arrival >= max_wait_s",
+      "    aged = False",
+      ("tests/test_server_lanes.py::test_a_long_request_is_not_starved_by_a_stream_of_short_ones",)),
+    M("07-lanes-lane-after-the-fair-order", "server",
+      "    return (lane(request, now, short_tokens, max_wait_s), *FairBatching.rank(request, usage))",
+      "    return (*FairBatching.rank(request, usage), lane(request, now, short_tokens, max_wait_s))",
+      ("tests/test_server_lanes.py::test_preemption_takes_the_batch_lane_before_the_interactive_one",)),
+    M("07-lanes-bound-exclusive", "server",
+      "    interactive = len(request.prompt) + request.max_new_tokens <= short_tokens",
+      "    interactive = len(request.prompt) + request.max_new_tokens < short_tokens",
+      ("tests/test_server_lanes.py::test_a_lane_is_the_worst_case_against_the_bound_or_the_wait",)),
     # ------------------------------------------------------------------ stage 08
     # the ways a learner breaks each exercise of stage 08 (issue 18): the timer's order of calls, the
     # profiler's steps and medians, storages counted once, the knee's strict rule, FLOP and byte counts,

@@ -548,3 +548,31 @@ def test_echo_logprobs_on_a_bpe_model_with_forks(tmp_path, kit):
         got.append({"tokens": lp.tokens, "logprobs": lp.token_logprobs[1:]})
     assert got[0]["logprobs"][:-1] == got[1]["logprobs"][:-1], "two forks of one prompt: the same prompt entries"
     course.answer("choices", got, atol=1e-4)
+
+
+# ---- 7.8 -------------------------------------------------------------------------------------
+@pytest.mark.exercise("7.8")
+def test_lanes_at_held_out_bounds():
+    at, over = Request(range(100), 28), Request(range(100), 29)  # 128 and 129 tokens at worst
+    at.arrival = over.arrival = 3.0
+    got = [srv.lane(r, now, short_tokens=128, max_wait_s=2.5) for r in (at, over) for now in (3.0, 5.4, 5.5)]
+    course.answer("lanes", got)
+    assert got == [0, 0, 0, 1, 1, 0], got
+
+
+@pytest.mark.exercise("7.8")
+def test_lane_rank_orders_clients_priorities_and_lanes():
+    from collections import Counter
+
+    spec = [("a", 8, 2, 0.0), ("b", 8, 2, 1.0), ("a", 200, 0, 2.0), ("c", 8, 0, 3.0), ("b", 200, 0, 9.5),
+            ("c", 8, 2, 4.0), ("a", 8, 0, 5.0)]  # (client, max_new_tokens, priority, arrival)
+    reqs = []
+    for i, (client, new, prio, arrival) in enumerate(spec):
+        r = Request(range(i + 1, i + 9), new, priority=prio, client=client)
+        r.arrival, r.seq = arrival, i
+        reqs.append(r)
+    usage = Counter({"a": 30, "b": 5})
+    order = sorted(range(len(reqs)), key=lambda i: srv.lane_rank(reqs[i], usage, 10.0, 64, 8.0))
+    course.answer("order", order)
+    # lane 0: a request of <= 64 tokens, or one that arrived by 2.0 (aged); priority; usage; arrival
+    assert order == [3, 2, 6, 5, 1, 0, 4], order

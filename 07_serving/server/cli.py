@@ -95,7 +95,9 @@ def _limit_arguments(p: ArgumentParser) -> None:
     """The scheduling policy's, admission's and the deadlines' options."""
     p.add_argument("--scheduling-policy", choices=sorted(SCHEDULING_POLICIES), default="fair",
                    help="fair (default): the engine is shared between clients (the request's `user` field), the "
-                        "one holding the least KV memory first; fcfs: first come, first served over all requests")
+                        "one holding the least KV memory first; priority: as fair, in two lanes, short requests "
+                        "(prompt + max_tokens <= 256) ahead of long ones, which join them after 5 s of waiting; "
+                        "fcfs: first come, first served over all requests")
     p.add_argument("--max-queue-tokens", type=int, default=None,
                    help="admission: tokens that may wait beyond the KV memory (default: as many as it holds)")
     p.add_argument("--max-queue-wait", type=float, default=10.0, metavar="S",

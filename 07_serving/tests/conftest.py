@@ -199,6 +199,23 @@ def http(server):
         yield c
 
 
+def run_steps(engine, arrivals, limit: int = 5000) -> int:
+    """Drive an engine on a fake clock (its `ManualClock`, one tick of 1 s a step): add each
+    (step, request) of `arrivals` at its step, step, tick, until every request has finished;
+    the steps taken (bounded by `limit`)."""
+    pending = sorted(arrivals, key=lambda a: a[0])
+    step = 0
+    while pending or engine.has_unfinished():
+        while pending and pending[0][0] <= step:
+            engine.add_request(pending.pop(0)[1])
+        if engine.has_unfinished():
+            engine.step()
+        engine.clock.sleep(1.0)
+        step += 1
+        assert step < limit, "the engine did not finish the load"
+    return step
+
+
 def wait_until(condition, timeout: float = 30.0, what: str = "the condition", poll: float = 0.01) -> None:
     """Poll `condition()` until it is true; fail (never hang) after `timeout` seconds.
     The bound is generous on purpose: it is reached only when something is broken."""
@@ -253,6 +270,6 @@ def sse_events(raw: bytes) -> list[str]:
 def kit() -> SimpleNamespace:
     """The helpers above, for test modules (a conftest is not importable by name here)."""
     return SimpleNamespace(client=client, async_client=async_client, health=health, settle=settle,
-                           wait_until=wait_until,
+                           wait_until=wait_until, run_steps=run_steps,
                            assert_clean=assert_clean, sse_events=sse_events, slow=slow, MODEL=MODEL,
                            CONTEXT=CONTEXT)

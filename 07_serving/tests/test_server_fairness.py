@@ -21,21 +21,6 @@ def _engine(model, policy):
     return PagedEngine(model, policy(ROWS, max_tokens_per_step=BUDGET), num_blocks=BLOCKS, clock=ManualClock())
 
 
-def _run(engine, arrivals, limit=5000):
-    """Add each (step, request) at its step, step the engine, one clock tick a step, until all finish."""
-    pending = sorted(arrivals, key=lambda a: a[0])
-    step = 0
-    while pending or engine.has_unfinished():
-        while pending and pending[0][0] <= step:
-            engine.add_request(pending.pop(0)[1])
-        if engine.has_unfinished():
-            engine.step()
-        engine.clock.sleep(1.0)
-        step += 1
-        assert step < limit, "the engine did not finish the load"
-    return step
-
-
 def _flood():
     return [(0, Request(range(1 + i % 7, 41 + i % 7), 40, client="flood")) for i in range(FLOOD)]
 
@@ -48,53 +33,53 @@ def _ttft(requests):
     return [r.token_times[0] - r.arrival for r in requests]
 
 
-def test_a_flood_does_not_hold_up_a_quiet_client(tiny_model):
+def test_a_flood_does_not_hold_up_a_quiet_client(tiny_model, kit):
     """The quiet client's first token comes within a step of its time alone under the fair
     scheduler, while first come, first served makes it wait behind the flood's queue."""
     alone = _quiet()
-    _run(_engine(tiny_model, srv.fairness.FairBatching), alone)
+    kit.run_steps(_engine(tiny_model, srv.fairness.FairBatching), alone)
     alone_ttft = _ttft(r for _, r in alone)
     assert max(alone_ttft) <= 1.0  # admitted and prefilled in the step it arrives before
 
     fair = _quiet()
-    _run(_engine(tiny_model, srv.fairness.FairBatching), _flood() + fair)
+    kit.run_steps(_engine(tiny_model, srv.fairness.FairBatching), _flood() + fair)
     fcfs = _quiet()
-    _run(_engine(tiny_model, ContinuousBatching), _flood() + fcfs)
+    kit.run_steps(_engine(tiny_model, ContinuousBatching), _flood() + fcfs)
     fair_ttft, fcfs_ttft = _ttft(r for _, r in fair), _ttft(r for _, r in fcfs)
     assert max(fair_ttft) <= max(alone_ttft) + 1.0, f"fair: quiet TTFTs {fair_ttft} steps, alone {alone_ttft}"
     assert min(fcfs_ttft) > 20, f"the test's flood is no flood: FCFS quiet TTFTs {fcfs_ttft} steps"
 
 
-def test_one_client_is_scheduled_as_first_come_first_served(tiny_model):
+def test_one_client_is_scheduled_as_first_come_first_served(tiny_model, kit):
     """With one client, the fair scheduler is stage 05's, step for step: the same tokens at the
     same ticks, under memory pressure (preemptions) and a token budget (chunked prefill)."""
     runs = []
     for policy in (srv.fairness.FairBatching, ContinuousBatching):
         engine = PagedEngine(tiny_model, policy(4, max_tokens_per_step=16), num_blocks=6, clock=ManualClock())
         reqs = [(i // 3, Request(range(1 + i, 20 + 2 * i), 12 + i)) for i in range(9)]
-        _run(engine, reqs)
+        kit.run_steps(engine, reqs)
         runs.append(([r.output for _, r in reqs], [r.token_times for _, r in reqs], engine.num_preemptions))
     assert runs[1][2] > 0, "the test's load should preempt"
     assert runs[0] == runs[1]
 
 
-def test_each_client_keeps_its_own_queue_order(tiny_model):
+def test_each_client_keeps_its_own_queue_order(tiny_model, kit):
     """Fairness reorders clients, never one client's requests: each client's requests first
     run in the order they arrived (stage 05's queue order)."""
     flood, quiet = _flood(), _quiet()
     engine = _engine(tiny_model, srv.fairness.FairBatching)
-    _run(engine, flood + quiet)
+    kit.run_steps(engine, flood + quiet)
     for reqs in (flood, quiet):
         first_run = [min(e.time for e in r.events if e.state.value == "running") for _, r in reqs]
         assert first_run == sorted(first_run)
 
 
-def test_fairness_preempts_only_the_client_holding_most(tiny_model):
+def test_fairness_preempts_only_the_client_holding_most(tiny_model, kit):
     """A fairness preemption takes memory from the flooding client, never from the quiet one,
     and does not ping-pong: the quiet client's requests are never preempted."""
     flood, quiet = _flood(), _quiet()
     engine = _engine(tiny_model, srv.fairness.FairBatching)
-    _run(engine, flood + quiet)
+    kit.run_steps(engine, flood + quiet)
     assert all(r.preemptions == 0 for _, r in quiet)
     assert sum(r.preemptions for _, r in flood) >= 1, "the quiet client never needed room: no flood"
     assert all(r.finished and len(r.output) == r.max_new_tokens for _, r in flood + quiet)
@@ -139,7 +124,7 @@ def test_preemption_victims_are_the_latest_of_the_client_holding_most():
     assert (out.preempted, out.admitted) == ([flood[1]], [])
 
 
-@pytest.mark.parametrize("name", ["fair", "fcfs"])
+@pytest.mark.parametrize("name", ["fair", "fcfs", "priority"])
 def test_make_engine_takes_the_scheduling_policy(tiny_model, name):
     engine = srv.engine.make_engine(tiny_model, max_batch_size=2, num_blocks=8, scheduling_policy=name)
     assert isinstance(engine.scheduler, srv.engine.SCHEDULING_POLICIES[name])

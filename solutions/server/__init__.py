@@ -9,6 +9,7 @@ The files, in exercise order (the lesson is in 07_serving.ipynb), then the given
     streaming.py    TokenStream (put, get_batch), sse                         7.5
     metrics.py      request_log, Metrics (observe_finished)                   7.6
     shutdown.py     drain; CourseServer, uvicorn with a drain first           7.7
+    lanes.py        lane, lane_rank; LaneBatching: priority lanes             7.8
     app.py          the handlers, OpenAI's response shapes, build_app         given
     auth.py         BearerAuth: the API key on /v1/*                          given
     cli.py          main: `python -m solutions.server` (and __main__.py)      given
@@ -43,6 +44,7 @@ from .engine_client import EngineClient, EngineHost
 from .engine_loop import EngineLoop, EngineThread, engine_stats
 from .engine_process import EngineProcess
 from .fairness import FairBatching
+from .lanes import LaneBatching, lane, lane_rank
 from .metrics import LOG_KEYS, Metrics, request_log
 from .protocol import CHAT_ROLES, CHAT_TEMPLATE, MODEL_NAME, APIError, GenerationRequest, Limits, render_chat
 from .serve import ServerHandle, serve_in_thread
@@ -59,6 +61,7 @@ __all__ = [
     "stream_closed",
     "TokenStream", "sse", "Detokenizer", "TokenText", "BYTE_TEXT", "LOG_KEYS", "request_log", "Metrics", "drain",
     "ServerConfig", "ServerState", "Job", "EngineClient", "EngineHost", "EngineLoop", "EngineThread", "EngineProcess",
-    "build_app", "make_engine", "FairBatching", "gemm_layout", "ServerHandle",
+    "build_app", "make_engine", "FairBatching", "LaneBatching", "lane", "lane_rank", "gemm_layout",
+    "ServerHandle",
     "serve_in_thread", "main", "demo", "ServedModel", "ServedTokenizer", "default_model", "load_served",
 ]

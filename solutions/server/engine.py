@@ -10,6 +10,7 @@ from solutions.kv_cache import Decoder, embedding, kv_heads
 from solutions.paged import PagedEngine
 
 from .fairness import FairBatching
+from .lanes import LaneBatching
 
 #: The server's defaults, chosen by measurement (the stage 07 lesson, "How many rows a step"):
 #: up to 128 rows a step, 2048 tokens a step (vLLM's CPU serving defaults, `max_num_seqs` and
@@ -22,7 +23,7 @@ MAX_BATCH_SIZE, MAX_TOKENS_PER_STEP, KV_CONTEXTS, KV_BYTES = 128, 2048, 64, 1 <<
 
 #: How the engine chooses between requests (`--scheduling-policy`): "fair" shares it between
 #: clients (fairness.py), "fcfs" is stage 05's first come, first served over all of them.
-SCHEDULING_POLICIES = {"fair": FairBatching, "fcfs": ContinuousBatching}
+SCHEDULING_POLICIES = {"fair": FairBatching, "fcfs": ContinuousBatching, "priority": LaneBatching}
 
 
 def kv_bytes_per_token(model: Decoder) -> int:
@@ -50,7 +51,7 @@ def make_engine(model: Decoder, *, max_batch_size: int = MAX_BATCH_SIZE,
     whole contexts of the model, at most KV_BYTES) and the token budget (`max_tokens_per_step`, vLLM's
     `max_num_batched_tokens`); `max_batch_size` (vLLM's `max_num_seqs`) only caps the rows.
     `scheduling_policy`: a key of SCHEDULING_POLICIES (default "fair": one client's flood
-    does not hold up the others)."""
+    does not hold up the others; "priority": the same in two lanes, lanes.py)."""
     if scheduling_policy not in SCHEDULING_POLICIES:
         raise ValueError(f"scheduling_policy must be one of {sorted(SCHEDULING_POLICIES)}, got {scheduling_policy!r}")
     if num_blocks is None:

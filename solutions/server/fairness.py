@@ -70,7 +70,7 @@ class FairBatching(ContinuousBatching):
         (nobody overtakes it, as under FCFS). Each client's queue is read once a step."""
         usage = self.usage()
         queues: dict[str, list[Request]] = defaultdict(list)
-        for r in reversed(self.waiting):  # each client's queue, its head last
+        for r in sorted(self.waiting, key=lambda r: self.rank(r, usage), reverse=True):  # each client's, head last
             queues[r.client].append(r)
         while queues:
             head = min((q[-1] for q in queues.values()), key=lambda r: self.rank(r, usage))
@@ -132,9 +132,9 @@ class FairBatching(ContinuousBatching):
         rounds = []
         for i, r in enumerate(self.running):
             if r.phase == "prefill":
-                rounds.append((nth[r.client], usage[r.client], i, r))
+                rounds.append((self.prefill_key(r, nth[r.client], usage, i), r))
                 nth[r.client] += 1
-        order = [r for r in self.running if r.phase == "decode"] + [t[-1] for t in sorted(rounds, key=lambda t: t[:3])]
+        order = [r for r in self.running if r.phase == "decode"] + [t[-1] for t in sorted(rounds, key=lambda t: t[0])]
         left, chunks = self.max_tokens_per_step, []
         for r in order:
             n = min(r.num_pending, left)
@@ -142,3 +142,9 @@ class FairBatching(ContinuousBatching):
                 chunks.append((r, n))
                 left -= n
         return chunks
+
+    @staticmethod
+    def prefill_key(request: Request, nth: int, usage: Counter[str], index: int) -> tuple:
+        """The order of the step's prefills: the client's `nth` prefill (its round), then the
+        client's usage, then the request's place among the running (`index`)."""
+        return (nth, usage[request.client], index)
