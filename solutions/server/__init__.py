@@ -30,6 +30,7 @@ The files, in exercise order (the lesson is in 07_serving.ipynb), then the given
     serve.py        serve_in_thread, ServerHandle                             given
     served_model.py the model served (--model smollm2|default|PATH), its tokenizer  given
     state.py        ServerConfig, Job, ServerState (the engine's host)        given
+    tracing.py      RequestTracer: OpenTelemetry spans per request (optional)  given
 """
 
 from .admission import DEGRADED_HEADER, AdmissionControl, Ticket, degrade, request_blocks
@@ -52,6 +53,7 @@ from .served_model import ServedModel, ServedTokenizer, default_model, load_serv
 from .shutdown import CourseServer, drain
 from .state import Job, ServerConfig, ServerState
 from .streaming import TokenStream, sse
+from .tracing import RequestTracer
 from .validation import parse_request, token_budget
 
 __all__ = [
@@ -62,6 +64,6 @@ __all__ = [
     "TokenStream", "sse", "Detokenizer", "TokenText", "BYTE_TEXT", "LOG_KEYS", "request_log", "Metrics", "drain",
     "ServerConfig", "ServerState", "Job", "EngineClient", "EngineHost", "EngineLoop", "EngineThread", "EngineProcess",
     "build_app", "make_engine", "FairBatching", "LaneBatching", "lane", "lane_rank", "gemm_layout",
-    "ServerHandle",
+    "ServerHandle", "RequestTracer",
     "serve_in_thread", "main", "demo", "ServedModel", "ServedTokenizer", "default_model", "load_served",
 ]

@@ -23,6 +23,7 @@ from .operations import server_version
 from .served_model import SMOLLM2, ServedModel, default_model, load_served
 from .shutdown import CourseServer
 from .state import ServerConfig
+from .tracing import otlp_provider
 
 
 def engine_threads(model: Decoder, cores: int) -> int:
@@ -59,10 +60,7 @@ def _parser(prog: str) -> ArgumentParser:
                         f"line `ps` shows it: prefer --api-key-file or the {API_KEY_ENV} variable)")
     p.add_argument("--api-key-file", default=None, metavar="FILE",
                    help="read the API key from FILE (its first line, surrounding whitespace stripped)")
-    p.add_argument("--request-log", default=None, metavar="FILE", help="append one JSON line per request")
-    p.add_argument("--log-format", choices=("json", "text"), default="json",
-                   help="the process's log lines on stderr, uvicorn's included: one JSON object each (default), "
-                        "or plain text")
+    _observability_arguments(p)
     p.add_argument("--allowed-origins", default="", metavar="ORIGINS",
                    help="CORS: comma-separated web origins (scheme://host[:port]) whose pages may call the API "
                         "from a browser (default: none; vLLM's name, whose default is every origin)")
@@ -87,6 +85,18 @@ def _parser(prog: str) -> ArgumentParser:
     add_device_arguments(p)
     p.add_argument("--version", action="version", version=f"%(prog)s {server_version()}")
     return p
+
+
+def _observability_arguments(p: ArgumentParser) -> None:
+    """The request log's, the log lines' and the traces' options."""
+    p.add_argument("--request-log", default=None, metavar="FILE", help="append one JSON line per request")
+    p.add_argument("--log-format", choices=("json", "text"), default="json",
+                   help="the process's log lines on stderr, uvicorn's included: one JSON object each (default), "
+                        "or plain text")
+    p.add_argument("--otlp-traces-endpoint", default=None, metavar="URL",
+                   help="OpenTelemetry: one trace a finished request (llm_request: queue, prefill, decode), exported "
+                        "to this OTLP/HTTP collector, e.g. http://127.0.0.1:4318/v1/traces (vLLM's name; default: "
+                        "no tracing)")
 
 
 def _limit_arguments(p: ArgumentParser) -> None:
@@ -161,6 +171,8 @@ def _check(args) -> None:
         raise ValueError(f"--degrade-watermark must be a fraction in (0, 1], got {args.degrade_watermark}")
     if args.grace < 0:
         raise ValueError(f"--grace must be >= 0, got {args.grace}")
+    if args.otlp_traces_endpoint is not None and not re.fullmatch(r"https?://\S+", args.otlp_traces_endpoint):
+        raise ValueError(f"--otlp-traces-endpoint must be an http(s) URL, got {args.otlp_traces_endpoint!r}")
     if args.request_log is not None and Path(args.request_log).is_dir():
         raise ValueError(f"--request-log {args.request_log} is a folder")
     for origin in origins(args.allowed_origins):
@@ -201,12 +213,13 @@ def main(argv: list[str] | None = None, prog: str = "python -m solutions.server"
 
 def _serve(args, served: ServedModel, threads: int) -> int:
     """Build the engine (a process of its own unless --in-process) and serve until stopped."""
+    traces = otlp_provider(args.otlp_traces_endpoint) if args.otlp_traces_endpoint else None
     config = ServerConfig(model_name=served.name, api_key=args.api_key, max_queue_tokens=args.max_queue_tokens,
                           max_queue_wait_s=args.max_queue_wait or None,
                           first_token_timeout_s=args.first_token_timeout, timeout_s=args.timeout,
                           shutdown_grace_s=args.grace, request_log=args.request_log, admission=not args.no_admission,
                           allowed_origins=origins(args.allowed_origins), degrade_watermark=args.degrade_watermark,
-                          degraded_max_tokens=args.degraded_max_tokens)
+                          degraded_max_tokens=args.degraded_max_tokens, tracer_provider=traces)
     sizes = dict(max_batch_size=args.max_batch_size, max_tokens_per_step=args.max_tokens_per_step,
                  num_blocks=args.num_blocks, scheduling_policy=args.scheduling_policy)
     model = served.model

@@ -23,6 +23,7 @@ from .metrics import Metrics, request_log
 from .protocol import MODEL_NAME, APIError, GenerationRequest, Limits
 from .served_model import ServedTokenizer, as_served
 from .streaming import TokenStream
+from .tracing import RequestTracer
 
 log = logging.getLogger("course.server")
 
@@ -50,6 +51,7 @@ class ServerConfig:
     allowed_origins: tuple[str, ...] = ()  # CORS: the web origins whose pages may call the API (none: no CORS)
     degrade_watermark: float | None = None  # degradation before refusal (AdmissionControl.granted_max_tokens)
     degraded_max_tokens: int = 32
+    tracer_provider: object | None = None  # OpenTelemetry: a span per finished request (tracing.py; None: none)
 
 
 @dataclass
@@ -94,6 +96,7 @@ class ServerState:
         self.in_engine: dict[str, Job] = {}  # added to the engine and not closed by it yet
         self.finished_lines: list[dict] = []   # the last few log lines (for tests and the demo)
         self.request_log = RequestLogWriter(log, config.request_log)  # the console's and the file's lines, queued
+        self.tracer = RequestTracer(config.tracer_provider) if config.tracer_provider is not None else None
         self._log_lock = threading.Lock()
 
     # -- the HTTP side's verbs (the event loop's thread)
@@ -115,6 +118,8 @@ class ServerState:
     def close(self) -> None:
         self.loop.stop()
         self.request_log.close()  # what is queued is written first
+        if self.tracer is not None:
+            self.tracer.close()
 
     # -- EngineHost: the engine's calls (its thread, or an engine process's reader)
     def deliver(self, batch: list[tuple[str, Event | Closed]]) -> None:
@@ -150,6 +155,8 @@ class ServerState:
             del self.finished_lines[:-1000]
         self.metrics.observe_finished(line, request)
         self.metrics.observe_sizes(line)
+        if self.tracer is not None:
+            self.tracer.record(line, request.client)
 
     def update_stats(self, stats: dict) -> None:
         self.metrics.update_engine(stats)
