@@ -177,3 +177,25 @@ def test_a_flood_that_filled_the_queue_does_not_get_a_quiet_client_refused():
     a.served(flood[0])  # served twice: nothing more is handed back
     assert a.held_by == {"quiet": 4} and a.reserved_blocks == 4
     assert len(_fill(a, "quiet")) == 4, "alone again: up to the capacity, no allowance"
+
+
+def test_a_step_that_preempts_for_memory_still_admits_another_client():
+    """Stage 05's step that preempts for memory admits nobody (against thrashing). Here its
+    victims are the flooding client's, and the same step admits the quiet client's waiting
+    request (a fairness preemption making room if need be), never the flood's own: under
+    steady memory pressure the quiet request would otherwise wait for a step that does not
+    preempt."""
+    sched = srv.fairness.FairBatching(8, max_tokens_per_step=64, max_cache_tokens=1000)
+    flood = [Request(range(1, 21), 4, client="flood") for _ in range(3)]
+    _running(sched, flood)
+    late_flood, quiet = Request(range(1, 5), 4, client="flood"), Request(range(1, 5), 4, client="quiet")
+    late_flood.arrival, quiet.arrival = 8.0, 9.0
+    sched.add(late_flood)
+    sched.add(quiet)
+    sched.max_cache_tokens = 59  # the flood's 60 tokens: one of them must leave
+    out = sched.schedule(1.0)
+    assert out.preempted == [flood[2]] and out.admitted == [quiet], (out.preempted, out.admitted)
+    assert late_flood.state is State.WAITING, "the victims' client admits nobody in a step that preempted it"
+    sched.max_cache_tokens = 20 + 4  # room for one flood request and the quiet one only
+    out = sched.schedule(2.0)
+    assert out.preempted == [flood[1]] and quiet in sched.running, (out.preempted, out.admitted)

@@ -12,6 +12,7 @@ that holds the least memory now goes first.
 from __future__ import annotations
 
 from collections import Counter, defaultdict
+from collections.abc import Collection
 
 from solutions.batching import ContinuousBatching, Request, SchedulerOutput, State
 
@@ -55,23 +56,36 @@ class FairBatching(ContinuousBatching):
         return (request.priority, usage[request.client], request.order)
 
     def schedule(self, now: float) -> SchedulerOutput:
-        """Stage 05's step, after one more check: a step whose next waiting request does not
-        fit may preempt for fairness, and then admits it at once."""
-        if self.waiting and self.tokens_held() <= self._capacity():
-            out = SchedulerOutput()
-            if self.preempt_for_fairness(now, out):
-                self.admit_fcfs(now, out)
-                out.chunks = self.plan_chunks()
-                return out
-        return super().schedule(now)
+        """Stage 05's step, with two more checks. A step whose next waiting request does not
+        fit may preempt for fairness, and then admits it at once. A step that must preempt
+        for memory (stage 05's, whose victims are here the richest client's) admits, in the
+        same step, after any fairness preemption, the waiting requests of the OTHER clients:
+        stage 05's rule against thrashing, a preempting step admits nobody, still holds for
+        the victims' clients, but a quiet client does not wait out a flood's memory pressure."""
+        if not self.waiting:
+            return super().schedule(now)
+        out = SchedulerOutput()
+        if self.tokens_held() > self._capacity():
+            self.preempt(now, out)
+            victims = {r.client for r in out.preempted}
+            self.preempt_for_fairness(now, out)
+            self.admit_fcfs(now, out, skip=victims)
+        elif self.preempt_for_fairness(now, out):
+            self.admit_fcfs(now, out)
+        else:
+            return super().schedule(now)
+        out.chunks = self.plan_chunks()
+        return out
 
-    def admit_fcfs(self, now: float, out: SchedulerOutput) -> None:
+    def admit_fcfs(self, now: float, out: SchedulerOutput, skip: Collection[str] = ()) -> None:
         """Admission in fair order: the waiting request of least `rank` next, while it fits
-        (nobody overtakes it, as under FCFS). Each client's queue is read once a step."""
+        (nobody overtakes it, as under FCFS), the clients in `skip` left waiting. Each
+        client's queue is read once a step."""
         usage = self.usage()
         queues: dict[str, list[Request]] = defaultdict(list)
         for r in sorted(self.waiting, key=lambda r: self.rank(r, usage), reverse=True):  # each client's, head last
-            queues[r.client].append(r)
+            if r.client not in skip:
+                queues[r.client].append(r)
         while queues:
             head = min((q[-1] for q in queues.values()), key=lambda r: self.rank(r, usage))
             if not self.fits(head):
