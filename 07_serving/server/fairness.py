@@ -141,16 +141,24 @@ class FairBatching(ContinuousBatching):
     def plan_chunks(self) -> list[tuple[Request, int]]:
         """Stage 05's budget (decodes first, then prefills while tokens are left), with the
         prefills in fair order: each client's k-th prefill (in admission order) before any
-        client's (k+1)-th, and within one round the client holding less memory first."""
+        client's (k+1)-th, and within one round the client holding less memory first. A
+        step in which a client with no decoding request (a newcomer: a quiet client's next
+        request) has a prefill runs the newcomers' prefills alone, when another client is
+        running: the newcomer's first token then costs a step of its own size, not one
+        carrying every other client's rows, and those wait one step for it."""
         if self.max_tokens_per_step is None:
             return super().plan_chunks()
         usage, nth = self.usage(), Counter[str]()
+        decoding = {r.client for r in self.running if r.phase == "decode"}
+        newcomers = {r.client for r in self.running if r.phase == "prefill"} - decoding
+        alone = bool(newcomers) and len(usage) > len(newcomers)
         rounds = []
         for i, r in enumerate(self.running):
-            if r.phase == "prefill":
+            if r.phase == "prefill" and (r.client in newcomers or not alone):
                 rounds.append((self.prefill_key(r, nth[r.client], usage, i), r))
                 nth[r.client] += 1
-        order = [r for r in self.running if r.phase == "decode"] + [t[-1] for t in sorted(rounds, key=lambda t: t[0])]
+        decodes = [] if alone else [r for r in self.running if r.phase == "decode"]
+        order = decodes + [t[-1] for t in sorted(rounds, key=lambda t: t[0])]
         left, chunks = self.max_tokens_per_step, []
         for r in order:
             n = min(r.num_pending, left)

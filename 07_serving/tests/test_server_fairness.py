@@ -105,6 +105,26 @@ def test_the_step_budget_goes_round_robin_over_clients():
     assert sched.plan_chunks() == [(quiet, 10), (flood[0], 20), (flood[1], 10)]
 
 
+def test_a_newcomers_prefill_gets_a_step_of_its_own():
+    """A client with no decoding request (a quiet client's next request) has a prefill to
+    run while another client decodes: the step runs the newcomer's prefill alone, so its
+    first token costs a step of its own size; the next step is stage 05's again."""
+    sched = srv.fairness.FairBatching(8, max_tokens_per_step=64, max_cache_tokens=1000)
+    flood = _running(sched, [Request(range(1, 21), 4, client="flood") for _ in range(3)])
+    for r in flood[:2]:
+        r.num_computed = len(r.prompt)  # prefilled: decoding now
+        r.output.append(7)
+    quiet = Request(range(1, 11), 4, client="quiet")
+    quiet.arrival = 5.0
+    sched.add(quiet)
+    out = sched.schedule(1.0)
+    assert out.admitted == [quiet] and out.chunks == [(quiet, 10)], out.chunks
+    quiet.num_computed = 10
+    quiet.output.append(7)
+    assert sched.plan_chunks() == [(flood[0], 1), (flood[1], 1), (quiet, 1), (flood[2], 20)], \
+        "no newcomer left: decodes first, then prefills (stage 05's budget)"
+
+
 def test_preemption_victims_are_the_latest_of_the_client_holding_most():
     """A fairness preemption (a waiting quiet request finds no free row) and a memory
     preemption both take the flooding client's LATEST running request, never the quiet one's."""
