@@ -123,6 +123,14 @@ def test_a_newcomers_prefill_gets_a_step_of_its_own():
     quiet.output.append(7)
     assert sched.plan_chunks() == [(flood[0], 1), (flood[1], 1), (quiet, 1), (flood[2], 20)], \
         "no newcomer left: decodes first, then prefills (stage 05's budget)"
+    other = Request(range(1, 9), 4, client="other")
+    other.arrival = 6.0
+    sched.add(other)
+    assert sched.schedule(2.0).chunks == [(other, 8)], "another newcomer: a step of its own"
+    late = Request(range(1, 7), 4, client="late")
+    late.arrival = 7.0
+    sched.add(late)
+    assert (flood[0], 1) in sched.schedule(3.0).chunks, "never two such steps in a row: the others decode"
 
 
 def test_preemption_victims_are_the_latest_of_the_client_holding_most():

@@ -22,7 +22,8 @@ from .lanes import LaneBatching
 MAX_BATCH_SIZE, MAX_TOKENS_PER_STEP, KV_CONTEXTS, KV_BYTES = 128, 2048, 64, 1 << 30
 
 #: How the engine chooses between requests (`--scheduling-policy`): "fair" shares it between
-#: clients (fairness.py), "fcfs" is stage 05's first come, first served over all of them.
+#: clients (fairness.py), "priority" does so in two lanes (lanes.py, 7.8), "fcfs" is stage 05's
+#: first come, first served over all of them.
 SCHEDULING_POLICIES = {"fair": FairBatching, "fcfs": ContinuousBatching, "priority": LaneBatching}
 
 

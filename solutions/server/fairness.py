@@ -27,8 +27,11 @@ class FairBatching(ContinuousBatching):
 
     - admission: the waiting request of least rank goes next, while it fits;
     - the step's token budget: decodes first (each needs its one token), then each client's
-      first prefill, least-served client first, then each client's second, and so on;
-    - memory preemption: the victim is the running request of greatest rank;
+      first prefill, least-served client first, then each client's second, and so on; but a
+      step in which a client with nothing decoding has a prefill runs those prefills alone
+      (never two such steps in a row);
+    - memory preemption: the victim is the running request of greatest rank, and the same
+      step admits the other clients' waiting requests (not the victims' client's);
     - fairness preemption: when the next waiting request W (of client c) does not fit, running
       requests of the client holding the most memory are preempted, latest first, while that
       client holds more than c would hold with W (usage[c] + need(W)), until W fits; the same
@@ -42,6 +45,7 @@ class FairBatching(ContinuousBatching):
     """
 
     name = "continuous+fair"
+    _newcomers_alone = False  # whether the last plan ran newcomers' prefills alone (plan_chunks)
 
     def usage(self) -> Counter[str]:
         """Cache tokens each client's running requests know (clients with none are absent)."""
@@ -143,13 +147,16 @@ class FairBatching(ContinuousBatching):
         step in which a client with no decoding request (a newcomer: a quiet client's next
         request) has a prefill runs the newcomers' prefills alone, when another client is
         running: the newcomer's first token then costs a step of its own size, not one
-        carrying every other client's rows, and those wait one step for it."""
+        carrying every other client's rows, and those wait one step for it; never two such
+        steps in a row (the plan remembers whether it made one), so a stream of newcomers
+        at most halves the others' token rate."""
         if self.max_tokens_per_step is None:
             return super().plan_chunks()
         usage, nth = self.usage(), Counter[str]()
         decoding = {r.client for r in self.running if r.phase == "decode"}
         newcomers = {r.client for r in self.running if r.phase == "prefill"} - decoding
-        alone = bool(newcomers) and len(usage) > len(newcomers)
+        alone = bool(newcomers) and len(usage) > len(newcomers) and not self._newcomers_alone
+        self._newcomers_alone = alone
         rounds = []
         for i, r in enumerate(self.running):
             if r.phase == "prefill" and (r.client in newcomers or not alone):

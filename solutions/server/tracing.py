@@ -6,8 +6,9 @@ sequence becomes one trace: a span `llm_request` (kind SERVER, vLLM's name) from
 to its end, and three children, `queue`, `prefill` and `decode`, laid end to end from the
 request log line's own durations, so that a trace, the log line and the metrics tell the
 same story. The attributes use vLLM's names (`gen_ai.*`). The spans are made when the
-sequence has finished, beside its log line, and exported in batches by the provider's
-processor: nothing is traced on the engine's step.
+sequence has finished, beside its log line (in the HTTP process; on the engine's thread
+with `--in-process`), and the provider's batch processor exports them from a thread of its
+own: the server never waits on the collector.
 """
 
 from __future__ import annotations
