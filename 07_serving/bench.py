@@ -28,6 +28,10 @@ Per run: throughput (output tokens/s, first arrival -> last finish), TTFT and TP
 p50 / p99 of the completed requests, refused requests, and goodput: completed requests
 whose TTFT met the target (default 5x the idle TTFT) per second.
 
+With `--first-token-deadline S`, every loaded request carries its own `first_token_timeout`:
+the runs then count the admitted requests that still came late (504) beside those refused
+at admission (503, among them those whose deadline the queue ahead could not meet).
+
 Aims (issue 10): at 2x saturation, admitted p99 TTFT <= 5x idle TTFT, and goodput with
 admission >= 1.5x goodput without; HTTP TTFT <= 1.2x the engine's offline TTFT at low
 load (0.25x saturation). With `--degrade`: goodput with degradation / admission alone at
@@ -35,6 +39,7 @@ load (0.25x saturation). With `--degrade`: goodput with degradation / admission 
 
     python 07_serving/bench.py [--impl student|solution] [--quick] [--requests N] [--num-blocks B]
                                [--max-queue-tokens T] [--degrade W] [--degraded-max-tokens N]
+                               [--first-token-deadline S]
                                [--json FILE] [--plot FILE] [--device cpu|cuda]
                                [--dtype float32|float16|bfloat16]
 
@@ -179,7 +184,8 @@ def summarize_http(results: list[dict], t0: float, target: float) -> dict:
     ttft = [r["ttft"] for r in ok]
     tpot = [r["tpot"] for r in ok]
     return {"sent": len(results), "done": len(ok), "refused": sum(r["status"] == 503 for r in results),
-            "failed": sum(r["status"] not in (200, 503) for r in results),
+            "late": sum(r["status"] == 504 for r in results),  # past its own --first-token-deadline
+            "failed": sum(r["status"] not in (200, 503, 504) for r in results),
             "tok_s": sum(r["tokens"] for r in ok) / span if ok else 0.0,
             "ttft_p50_ms": 1e3 * percentile(ttft, 50), "ttft_p99_ms": 1e3 * percentile(ttft, 99),
             "tpot_p50_ms": 1e3 * percentile(tpot, 50), "tpot_p99_ms": 1e3 * percentile(tpot, 99),
@@ -205,6 +211,9 @@ def main() -> None:
         p.add_argument("--max-queue-tokens", type=int, default=0, help="admission: queue bound beyond memory")
         p.add_argument("--ttft-target-ms", type=float, default=None, help="goodput target (default 5x idle)")
         p.add_argument("--factors", default="0.25,0.5,1,1.5,2", help="rates, as multiples of saturation")
+        p.add_argument("--first-token-deadline", type=float, default=None, metavar="S",
+                       help="each loaded request's own first_token_timeout: a 504 when late, a 503 at admission "
+                            "when the queue ahead cannot meet it (default: none)")
         p.add_argument("--degrade", type=float, default=None, metavar="W",
                        help="also a server with admission and --degrade-watermark W (default: none)")
         p.add_argument("--degraded-max-tokens", type=int, default=8, metavar="N",
@@ -240,6 +249,7 @@ def main() -> None:
                                             "--degrade-watermark", str(args.degrade), "--degraded-max-tokens",
                                             str(args.degraded_max_tokens), *on, log_dir=tmp.name)
     results: dict = {"runs": {}}
+    deadline = {"first_token_timeout": args.first_token_deadline} if args.first_token_deadline else None
     try:
         # saturation: an all-at-once trace, through the engine alone and through HTTP (the
         # server without admission control); the load runs are scaled to the HTTP one
@@ -284,13 +294,13 @@ def main() -> None:
                     ("tok_s", "ttft_p50_ms", "ttft_p99_ms", "tpot_p50_ms", "tpot_p99_ms")})
             results["runs"][f"{f:g}x offline"] = off
             for name, server in servers.items():
-                res, t0 = asyncio.run(load(server.url, trace, time_limit=120 + 4 * n / rate))
+                res, t0 = asyncio.run(load(server.url, trace, time_limit=120 + 4 * n / rate, extra=deadline))
                 s = summarize_http(res, t0, target)
                 engine_ttft = [ln["ttft_s"] for ln in server.new_lines() if ln["ttft_s"] is not None]
                 s["engine_ttft_p50_ms"] = 1e3 * percentile(engine_ttft, 50)
                 results["runs"][f"{f:g}x {name}"] = s
                 rep.add(f"{f:g}x HTTP, {name}", rate_rps=rate, **{k: s[k] for k in (
-                    "tok_s", "ttft_p50_ms", "ttft_p99_ms", "tpot_p50_ms", "tpot_p99_ms", "done", "refused",
+                    "tok_s", "ttft_p50_ms", "ttft_p99_ms", "tpot_p50_ms", "tpot_p99_ms", "done", "refused", "late",
                     "goodput_rps", "engine_ttft_p50_ms")})
     finally:
         for s in servers.values():
@@ -315,6 +325,12 @@ def main() -> None:
     print(f"at {low} saturation, the same requests: client-side TTFT p50 / the server engine's own TTFT p50 "
           f"(its request log) = {inside:.2f}")
     failed = sum(r.get("failed", 0) for r in results["runs"].values())
+    if deadline is not None:
+        for name in servers:
+            r = results["runs"][f"{top} {name}"]
+            print(f"at {top} saturation, {name}, each request's first-token deadline {args.first_token_deadline:g} "
+                  f"s: served {r['done']}, refused (503) {r['refused']}, admitted but late (504) {r['late']} "
+                  f"of {r['sent']}")
     if args.degrade is not None:
         deg = results["runs"][f"{top} degraded"]
         ratio_deg = deg["goodput_rps"] / adm["goodput_rps"] if adm["goodput_rps"] else float("inf")
@@ -322,7 +338,7 @@ def main() -> None:
               f"{args.degraded_max_tokens} tokens: goodput degraded / admission alone = {ratio_deg:.2f}; "
               f"refused {deg['refused']} against {adm['refused']} of {deg['sent']}; output tokens/s "
               f"{deg['tok_s']:.0f} against {adm['tok_s']:.0f}")
-    print(f"requests that failed (neither 200 nor 503): {failed}")
+    print(f"requests that failed (neither 200, 503 nor 504): {failed}")
     if args.json:
         Path(args.json).write_text(json.dumps({"rows": rep.rows, **results}, indent=1, default=float))
     if args.plot:
