@@ -19,7 +19,7 @@ from solutions.kv_cache import Decoder, embedding
 
 from .app import build_app
 from .engine import KV_BYTES, KV_CONTEXTS, MAX_BATCH_SIZE, MAX_TOKENS_PER_STEP, SCHEDULING_POLICIES, make_engine
-from .engine_process import EngineProcess
+from .engine_process import EngineProcess, freeze_heap
 from .json_logs import LOG_FORMAT_ENV, configure_logging
 from .operations import server_version
 from .served_model import SMOLLM2, ServedModel, default_model, load_served
@@ -234,6 +234,7 @@ def _serve(args, served: ServedModel, threads: int) -> int:
     server = CourseServer(uvicorn.Config(app, host=args.host, port=args.port, log_level="info", access_log=False,
                                          log_config=None),  # its lines go through configure_logging's handler
                           app.state.course, args.grace)
+    freeze_heap()
     try:
         server.run()
     except OSError as e:

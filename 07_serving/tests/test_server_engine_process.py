@@ -114,3 +114,17 @@ def test_gemm_layout_changes_the_weights_layout_not_the_model(tiny_model):
     half = copy.deepcopy(tiny_model).to(torch.bfloat16)
     srv.gemm_layout(half)
     assert all(p.is_contiguous() for p in half.parameters())
+
+
+@pytest.mark.given
+def test_freeze_heap_moves_what_a_process_holds_out_of_later_collections():
+    """`freeze_heap` (called by the engine process once its engine is built, and by the CLI
+    before it serves): every object alive goes to the permanent generation, so a full
+    collection under load no longer walks the model and the engine."""
+    import gc
+
+    try:
+        srv.engine_process.freeze_heap()
+        assert gc.get_freeze_count() > 0
+    finally:
+        gc.unfreeze()
