@@ -227,3 +227,21 @@ def test_a_step_that_preempts_for_memory_still_admits_another_client():
     sched.max_cache_tokens = 20 + 4  # room for one flood request and the quiet one only
     out = sched.schedule(2.0)
     assert out.preempted == [flood[1]] and quiet in sched.running, (out.preempted, out.admitted)
+
+
+def test_a_step_that_preempts_for_memory_preempts_nobody_else_for_its_victims():
+    """The victims' client admits nobody in a memory-preempting step, so no fairness
+    preemption is made for it either: here the victim is client a's running request
+    (priority 5, the greatest rank), a's next request is the only one waiting, and client c,
+    holding more, keeps its rows."""
+    sched = srv.fairness.FairBatching(8, max_tokens_per_step=64, max_cache_tokens=1000)
+    c = [Request(range(1, 21), 4, client="c") for _ in range(2)]
+    a = Request(range(1, 5), 4, client="a", priority=5)
+    _running(sched, [*c, a])
+    a_next = Request(range(1, 5), 4, client="a", priority=5)
+    a_next.arrival = 3.0
+    sched.add(a_next)
+    sched.max_cache_tokens = 43  # 20 + 20 + 4 held: one must leave, and then a's next 4 do not fit
+    out = sched.schedule(1.0)
+    assert (out.preempted, out.admitted) == ([a], []), (out.preempted, out.admitted)
+    assert all(r in sched.running for r in c) and a_next in sched.waiting

@@ -72,7 +72,7 @@ class FairBatching(ContinuousBatching):
         if self.tokens_held() > self._capacity():
             self.preempt(now, out)
             victims = {r.client for r in out.preempted}
-            self.preempt_for_fairness(now, out)
+            self.preempt_for_fairness(now, out, skip=victims)
             self.admit_fcfs(now, out, skip=victims)
         elif self.preempt_for_fairness(now, out):
             self.admit_fcfs(now, out)
@@ -103,12 +103,15 @@ class FairBatching(ContinuousBatching):
             out.admitted.append(head)
             usage[head.client] += self.tokens_needed(head)
 
-    def preempt_for_fairness(self, now: float, out: SchedulerOutput) -> bool:
-        """If the next waiting request W does not fit, preempt (into `out.preempted`, latest
-        first) the running requests of the client holding the most memory while it holds
-        more than W's client would with W, until W fits. Whether any was preempted."""
+    def preempt_for_fairness(self, now: float, out: SchedulerOutput, skip: Collection[str] = ()) -> bool:
+        """If the next waiting request W (of a client not in `skip`, who will not be admitted
+        this step) does not fit, preempt (into `out.preempted`, latest first) the running
+        requests of the client holding the most memory while it holds more than W's client
+        would with W, until W fits. Whether any was preempted."""
         usage = self.usage()
-        head = min(self.waiting, key=lambda r: self.rank(r, usage))
+        head = min((r for r in self.waiting if r.client not in skip), key=lambda r: self.rank(r, usage), default=None)
+        if head is None:
+            return bool(out.preempted)
         after = usage[head.client] + self.tokens_needed(head)
         while not self.fits(head):
             richest = max((c for c in usage if c != head.client), key=lambda c: usage[c], default=None)
