@@ -68,7 +68,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # run from anywhere in the repo
 
 import course  # noqa: E402
-from course.bench_impl import SMOKE, add_impl_argument, load_impl, run_bench  # noqa: E402
+from course.bench_impl import SMOKE, add_impl_argument, load_impl, raise_todo, run_bench  # noqa: E402
 from course.benchmark import Report, bench_args  # noqa: E402
 from solutions.batching import ContinuousBatching, percentile, replay, request_metrics  # noqa: E402
 from solutions.device import add_device_arguments, device_or_exit, dtype_name  # noqa: E402
@@ -117,6 +117,23 @@ class ServerProcess:
         if not course.load("server", impl=impl).serve.wait_until_healthy(self.url, self.proc, timeout=start_timeout):
             self.close()
             raise RuntimeError(f"the server did not start: {' '.join(cmd)}")
+        try:
+            self.probe()
+        except BaseException:
+            self.close()
+            raise
+
+    def probe(self) -> None:
+        """One short request before any load: a learner's server that stops at an exercise
+        still to do (a 500 carrying its NotImplementedError) stops the bench there, with
+        that exercise's line (`run_bench`), instead of a load of failures. The probe's log
+        line is not counted."""
+        name = httpx.get(f"{self.url}/v1/models", timeout=30).json()["data"][0]["id"]
+        r = httpx.post(f"{self.url}/v1/completions", json={"model": name, "prompt": "x", "max_tokens": 1}, timeout=120)
+        raise_todo(r.text)
+        end = time.monotonic() + 5  # the log line is written off the request's path (log_writer.py)
+        while r.status_code == 200 and not self.new_lines() and time.monotonic() < end:
+            time.sleep(0.01)
 
     def new_lines(self) -> list[dict]:
         """The request-log lines written since the last call (one per finished request)."""

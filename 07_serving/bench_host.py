@@ -40,6 +40,7 @@ import sys
 import time
 from pathlib import Path
 
+import httpx
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -50,10 +51,13 @@ from solutions.gpt import load_default  # noqa: E402
 from solutions.tokenizer import EOT  # noqa: E402
 
 try:  # --impl: the learner's server package or the reference's (course/bench_impl.py)
-    from course.bench_impl import SMOKE, add_impl_argument, load_impl, run_bench, skip_without
+    from course.bench_impl import SMOKE, add_impl_argument, load_impl, raise_todo, run_bench, skip_without
 except ImportError:  # an older checkout (the "before" run above): the reference, as then
     add_impl_argument = skip_without = None
     SMOKE = False
+
+    def raise_todo(text: str) -> None:
+        return None
 
 srv = None  # the server package measured (make_engine, serve.serve_in_thread: given code), set in main()
 
@@ -106,11 +110,15 @@ def serve_burst(model, rows: int, requests: int) -> dict:
 
     engine.step = step
     handle = srv.serve.serve_in_thread(engine)
-    try:
+    try:  # first one short request: a learner's server at an exercise still to do stops here, naming it
+        raise_todo(httpx.post(f"{handle.url}/v1/completions", json={"model": "course-gpt", "prompt": "x",
+                                                                     "max_tokens": 1}, timeout=120).text)
         for _ in range(2):  # a warm-up burst, then the measured one
             steps.clear()
             out = subprocess.run([sys.executable, "-c", CLIENT, handle.url, str(requests)], capture_output=True,
-                                 text=True, timeout=300, check=True)
+                                 text=True, timeout=300)
+            if out.returncode:
+                raise RuntimeError(f"the load client failed (exit {out.returncode}):\n{out.stderr[-2000:]}")
     finally:
         handle.stop()
     # one engine-loop iteration runs from one step's start to the next one's: step + host work

@@ -180,6 +180,22 @@ def test_a_bench_takes_impl_and_loads_stage_code_only_after_its_arguments(bench)
     assert not _withheld_uses(text, {own.module}, top_level_only=True), bench
 
 
+def test_a_server_bench_stops_at_the_learners_todo_in_one_line():
+    """A learner's server answers an exercise still to do with a 500 carrying its
+    NotImplementedError; `raise_todo` (course/bench_impl.py, which the server benches call on
+    a first probe request) raises it, so `run_bench` ends the bench with that exercise's line
+    instead of a traceback (07_serving/bench.py crashed on such a server with KeyError)."""
+    from course.bench_impl import raise_todo
+
+    body = ('{"error":{"message":"internal error: NotImplementedError: Exercise 7.1: The token budget: n and '
+            'max_tokens against the context \u2014 see 07_serving.ipynb","type":"internal_error"}}')
+    with pytest.raises(NotImplementedError, match=r"^Exercise 7\.1: The token budget: n and max_tokens against"):
+        raise_todo(body)
+    raise_todo('{"error":{"message":"the server is overloaded","code":"overloaded"}}')  # no exercise: nothing
+    for bench in ("07_serving/bench.py", "07_serving/bench_host.py"):
+        assert "raise_todo(" in (ROOT / bench).read_text(encoding="utf-8"), f"{bench} never probes for a TODO"
+
+
 # ---- the stage READMEs' and lessons' commands in releases --through 05 and 08 -------------------
 
 COMMANDS_THROUGH = ("05", "08")
